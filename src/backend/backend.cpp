@@ -1,0 +1,55 @@
+#include "backend/backend.h"
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/model_weights.h"
+#include "quant/kv_rotations.h"
+#include "util/error.h"
+
+#ifdef OSCAR_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace oscar {
+namespace {
+
+// The rotation a KV method applies: none, Hadamard (QuaRot) or the calibrated file (OSCAR).
+std::optional<KvRotations> rotations_for(const ModelConfig& config, const KvCacheConfig& kv) {
+  if (!kv.rotates_keys()) return std::nullopt;
+  if (kv.method == KvMethod::quarot) {
+    return hadamard_rotations(config.num_layers, config.num_kv_heads, config.head_dim);
+  }
+  RotationFileExpectations expected;
+  expected.num_layers = config.num_layers;
+  expected.num_kv_heads = config.num_kv_heads;
+  expected.head_dim = config.head_dim;
+  expected.model_config_hash = config.config_hash;
+  return load_kv_rotations(kv.rotations_path, expected);
+}
+
+}  // namespace
+
+bool cuda_available() {
+#ifdef OSCAR_HAVE_CUDA
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+DeviceKind default_device() { return cuda_available() ? DeviceKind::cuda : DeviceKind::cpu; }
+
+std::unique_ptr<Backend> make_backend(const ModelWeights& weights, const BackendOptions& options) {
+  validate(options.kv, weights.config.head_dim);
+  const std::optional<KvRotations> rotations = rotations_for(weights.config, options.kv);
+  const KvRotations* rotation_pointer = rotations ? &*rotations : nullptr;
+  if (options.device == DeviceKind::cuda) {
+#ifdef OSCAR_HAVE_CUDA
+    return make_cuda_backend(weights, options, rotation_pointer);
+#else
+    fail("--device cuda: this oscar was built without the CUDA backend (nvcc was not found)");
+#endif
+  }
+  return std::make_unique<CpuBackend>(weights, options, rotation_pointer);
+}
+
+}  // namespace oscar

@@ -1,0 +1,210 @@
+#include "backend/cpu/cpu_kv_store.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "quant/group_codec.h"
+#include "util/error.h"
+#include "util/half.h"
+
+namespace oscar {
+
+CpuKvStore::CpuKvStore(const KvCacheConfig& config, const PageLayout& layout, int64_t num_layers,
+                       KvPageCounts capacity)
+    : config_(config), layout_(layout), capacity_(capacity) {
+  full_arenas_.resize(size_t(num_layers));
+  quantized_arenas_.resize(size_t(num_layers));
+  for (int64_t layer = 0; layer < num_layers; ++layer) {
+    full_arenas_[size_t(layer)].resize(size_t(capacity.full * layout.full_page_bytes));
+    if (layout.bits > 0) {
+      quantized_arenas_[size_t(layer)].resize(
+          size_t(capacity.quantized * layout.quantized_page_bytes));
+    }
+  }
+}
+
+size_t CpuKvStore::bytes_allocated() const {
+  size_t total = 0;
+  for (const auto& arena : full_arenas_) total += arena.size();
+  for (const auto& arena : quantized_arenas_) total += arena.size();
+  return total;
+}
+
+std::byte* CpuKvStore::full_page(int64_t layer, const std::vector<LogicalPage>& pages,
+                                 int64_t position) {
+  return const_cast<std::byte*>(std::as_const(*this).full_page(layer, pages, position));
+}
+
+const std::byte* CpuKvStore::full_page(int64_t layer, const std::vector<LogicalPage>& pages,
+                                       int64_t position) const {
+  const int64_t logical = position / layout_.page_size_tokens;
+  require(logical < int64_t(pages.size()) && pages[size_t(logical)].full >= 0,
+          "KV cache: position {} has no full-precision page", position);
+  return full_arenas_[size_t(layer)].data() + pages[size_t(logical)].full * layout_.full_page_bytes;
+}
+
+std::byte* CpuKvStore::quantized_page(int64_t layer, const std::vector<LogicalPage>& pages,
+                                      int64_t position) {
+  return const_cast<std::byte*>(std::as_const(*this).quantized_page(layer, pages, position));
+}
+
+const std::byte* CpuKvStore::quantized_page(int64_t layer, const std::vector<LogicalPage>& pages,
+                                            int64_t position) const {
+  const int64_t logical = position / layout_.page_size_tokens;
+  require(logical < int64_t(pages.size()) && pages[size_t(logical)].quantized >= 0,
+          "KV cache: position {} has no quantized page", position);
+  return quantized_arenas_[size_t(layer)].data() +
+         pages[size_t(logical)].quantized * layout_.quantized_page_bytes;
+}
+
+void CpuKvStore::write_full(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
+                            const float* keys, const float* values) {
+  std::byte* page = full_page(layer, pages, position);
+  const int64_t slot = position % layout_.page_size_tokens;
+  const int64_t d = layout_.head_dim;
+  for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
+    std::byte* key_row = page + layout_.full_key_offset(h, slot);
+    std::byte* value_row = page + layout_.full_value_offset(h, slot);
+    if (layout_.element_bytes == 4) {
+      std::memcpy(key_row, keys + h * d, size_t(d) * 4);
+      std::memcpy(value_row, values + h * d, size_t(d) * 4);
+      continue;
+    }
+    auto* key_out = reinterpret_cast<uint16_t*>(key_row);
+    auto* value_out = reinterpret_cast<uint16_t*>(value_row);
+    for (int64_t i = 0; i < d; ++i) {
+      key_out[i] = float_to_bf16(keys[h * d + i]);
+      value_out[i] = float_to_bf16(values[h * d + i]);
+    }
+  }
+}
+
+void CpuKvStore::load_full_row(const std::byte* source, float* out) const {
+  if (layout_.element_bytes == 4) {
+    std::memcpy(out, source, size_t(layout_.head_dim) * 4);
+    return;
+  }
+  const auto* bits = reinterpret_cast<const uint16_t*>(source);
+  for (int64_t i = 0; i < layout_.head_dim; ++i) out[i] = bf16_to_float(bits[i]);
+}
+
+void CpuKvStore::read_full(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head,
+                           int64_t begin, int64_t end, float* keys_out, float* values_out) const {
+  for (int64_t position = begin; position < end; ++position) {
+    const std::byte* page = full_page(layer, pages, position);
+    const int64_t slot = position % layout_.page_size_tokens;
+    const int64_t row = (position - begin) * layout_.head_dim;
+    load_full_row(page + layout_.full_key_offset(kv_head, slot), keys_out + row);
+    load_full_row(page + layout_.full_value_offset(kv_head, slot), values_out + row);
+  }
+}
+
+void CpuKvStore::quantize_token_groups(std::byte* page, int64_t kv_head, int64_t slot,
+                                       const float* row, bool is_key) {
+  const int bits = layout_.bits;
+  const int64_t g = layout_.group_size;
+  const float clip = is_key ? config_.clip_ratio_k : config_.clip_ratio_v;
+  auto* codes = reinterpret_cast<uint8_t*>(
+      page + (is_key ? layout_.key_codes(kv_head, slot) : layout_.value_codes(kv_head, slot)));
+  for (int64_t group = 0; group < layout_.head_dim / g; ++group) {
+    const std::span<const float> values(row + group * g, size_t(g));
+    const GroupParams params = choose_group_params(values, bits, clip, layout_.param_format);
+    quantize_group(values, params, bits, codes + packed_bytes(int(group * g), bits));
+    const int64_t params_offset =
+        is_key ? layout_.key_params(kv_head, slot, group) : layout_.value_params(kv_head, slot, group);
+    store_params(params, layout_.param_format, reinterpret_cast<uint8_t*>(page + params_offset));
+  }
+}
+
+void CpuKvStore::quantize(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin,
+                          int64_t end) {
+  if (begin >= end) return;
+  std::vector<float> keys(size_t(layout_.head_dim));
+  std::vector<float> values(size_t(layout_.head_dim));
+  for (int64_t position = begin; position < end; ++position) {
+    std::byte* target = quantized_page(layer, pages, position);
+    const int64_t slot = position % layout_.page_size_tokens;
+    for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
+      read_full(layer, pages, h, position, position + 1, keys.data(), values.data());
+      if (!layout_.keys_per_channel) quantize_token_groups(target, h, slot, keys.data(), true);
+      quantize_token_groups(target, h, slot, values.data(), false);
+    }
+  }
+  if (layout_.keys_per_channel) quantize_key_channels(layer, pages, begin, end);
+}
+
+// KIVI keys: every channel of an aligned group of tokens shares one (scale, zero); the sink part
+// of the first group stays full precision and is left out of the statistics.
+void CpuKvStore::quantize_key_channels(int64_t layer, const std::vector<LogicalPage>& pages,
+                                       int64_t begin, int64_t end) {
+  const int64_t g = layout_.group_size;
+  const int64_t d = layout_.head_dim;
+  const int bits = layout_.bits;
+  for (int64_t group_start = begin / g * g; group_start < end; group_start += g) {
+    const int64_t first = std::max(group_start, begin);
+    const int64_t last = std::min(group_start + g, end);
+    const int64_t count = last - first;
+    std::byte* target = quantized_page(layer, pages, first);
+    for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
+      std::vector<float> keys(size_t(count * d)), unused(size_t(count * d));
+      read_full(layer, pages, h, first, last, keys.data(), unused.data());
+      std::vector<float> channel(static_cast<size_t>(count));
+      for (int64_t c = 0; c < d; ++c) {
+        for (int64_t t = 0; t < count; ++t) channel[size_t(t)] = keys[size_t(t * d + c)];
+        const GroupParams params =
+            choose_group_params(channel, bits, config_.clip_ratio_k, layout_.param_format);
+        const int64_t first_slot = first % layout_.page_size_tokens;
+        store_params(params, layout_.param_format,
+                     reinterpret_cast<uint8_t*>(target + layout_.key_params(h, first_slot, c)));
+        for (int64_t t = 0; t < count; ++t) {
+          auto* codes = reinterpret_cast<uint8_t*>(target + layout_.key_codes(h, first_slot + t));
+          const float scaled = std::nearbyint((channel[size_t(t)] - params.zero) / params.scale);
+          const int code = int(std::clamp(scaled, 0.0f, float((1 << bits) - 1)));
+          const int64_t bit = c * bits;
+          codes[bit / 8] = uint8_t((codes[bit / 8] & ~(((1 << bits) - 1) << (bit % 8))) |
+                                   (code << (bit % 8)));
+        }
+      }
+    }
+  }
+}
+
+void CpuKvStore::read_quantized(int64_t layer, const std::vector<LogicalPage>& pages,
+                                int64_t kv_head, int64_t begin, int64_t end, float* keys_out,
+                                float* values_out) const {
+  const int64_t d = layout_.head_dim;
+  const int64_t g = layout_.group_size;
+  const int bits = layout_.bits;
+  for (int64_t position = begin; position < end; ++position) {
+    const std::byte* page = quantized_page(layer, pages, position);
+    const int64_t slot = position % layout_.page_size_tokens;
+    float* key_row = keys_out + (position - begin) * d;
+    float* value_row = values_out + (position - begin) * d;
+    const auto* key_codes = reinterpret_cast<const uint8_t*>(page + layout_.key_codes(kv_head, slot));
+    const auto* value_codes =
+        reinterpret_cast<const uint8_t*>(page + layout_.value_codes(kv_head, slot));
+    for (int64_t group = 0; group < d / g; ++group) {
+      const auto params = load_params(
+          reinterpret_cast<const uint8_t*>(page + layout_.value_params(kv_head, slot, group)),
+          layout_.param_format);
+      dequantize_group(value_codes, int(group * g), int(g), params, bits, value_row + group * g);
+    }
+    if (layout_.keys_per_channel) {
+      for (int64_t c = 0; c < d; ++c) {
+        const auto params = load_params(
+            reinterpret_cast<const uint8_t*>(page + layout_.key_params(kv_head, slot, c)),
+            layout_.param_format);
+        key_row[c] = float(code_at(key_codes, int(c), bits)) * params.scale + params.zero;
+      }
+      continue;
+    }
+    for (int64_t group = 0; group < d / g; ++group) {
+      const auto params = load_params(
+          reinterpret_cast<const uint8_t*>(page + layout_.key_params(kv_head, slot, group)),
+          layout_.param_format);
+      dequantize_group(key_codes, int(group * g), int(g), params, bits, key_row + group * g);
+    }
+  }
+}
+
+}  // namespace oscar

@@ -1,0 +1,57 @@
+#pragma once
+// The bytes of the KV cache in host memory: per layer, one arena of full-precision pages and one
+// of quantized pages, indexed through PageLayout. This is the reference for the CUDA write path
+// (cuda/kv_write.cu) and its readers.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kvcache/page_layout.h"
+#include "kvcache/sequence_pages.h"
+
+namespace oscar {
+
+class CpuKvStore {
+ public:
+  CpuKvStore(const KvCacheConfig& config, const PageLayout& layout, int64_t num_layers,
+             KvPageCounts capacity);
+
+  // One token's keys and values for every KV head ([kv_heads][head_dim] each), into its slot.
+  void write_full(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
+                  const float* keys, const float* values);
+
+  // Quantizes positions [begin, end) (all KV heads) from their full pages into quantized pages.
+  // For KIVI the range is a union of whole position-aligned key groups.
+  void quantize(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin, int64_t end);
+
+  // Rows [begin, end) of one KV head, as float, into keys_out / values_out ([end-begin][head_dim]).
+  void read_full(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head,
+                 int64_t begin, int64_t end, float* keys_out, float* values_out) const;
+  void read_quantized(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head,
+                      int64_t begin, int64_t end, float* keys_out, float* values_out) const;
+
+  size_t bytes_allocated() const;
+
+ private:
+  std::byte* full_page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position);
+  const std::byte* full_page(int64_t layer, const std::vector<LogicalPage>& pages,
+                             int64_t position) const;
+  std::byte* quantized_page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position);
+  const std::byte* quantized_page(int64_t layer, const std::vector<LogicalPage>& pages,
+                                  int64_t position) const;
+  void load_full_row(const std::byte* source, float* out) const;
+  void quantize_token_groups(std::byte* page, int64_t kv_head, int64_t slot, const float* row,
+                             bool is_key);
+  void quantize_key_channels(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin,
+                             int64_t end);
+
+  KvCacheConfig config_;
+  PageLayout layout_;
+  KvPageCounts capacity_;
+  std::vector<std::vector<std::byte>> full_arenas_;       // per layer
+  std::vector<std::vector<std::byte>> quantized_arenas_;  // per layer
+};
+
+}  // namespace oscar

@@ -1,0 +1,13 @@
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace oscar::cli {
+
+// Each subcommand lives in its own file and registers itself here; its callback runs the command
+// and records the exit code (errors inside callbacks are oscar::Error, reported by main).
+void register_commands(CLI::App& app);
+void register_generate(CLI::App& app);
+int exit_code();
+void set_exit_code(int code);
+
+}  // namespace oscar::cli

@@ -1,0 +1,118 @@
+// oscar generate: stream a continuation of one prompt to stdout, a summary to stderr.
+#include <cstdio>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/model_session.h"
+#include "kvcache/page_layout.h"
+#include "tokenizer/chat_template.h"
+#include "util/error.h"
+#include "util/file_io.h"
+
+namespace oscar::cli {
+namespace {
+
+struct GenerateOptions {
+  ModelOptions model;
+  std::string prompt;
+  std::string prompt_file;
+  bool chat = false;
+  int64_t max_tokens = 128;
+  float temperature = 0.7f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int64_t prefill_chunk = 512;
+};
+
+std::string prompt_text(const GenerateOptions& o) {
+  require(o.prompt.empty() != o.prompt_file.empty(), "give exactly one of --prompt and --prompt-file");
+  return o.prompt_file.empty() ? o.prompt : read_file(o.prompt_file);
+}
+
+void run_generate(const GenerateOptions& o) {
+  const ModelSession session = open_model(o.model);
+  const ModelConfig& model = session.weights.config;
+  std::string text = prompt_text(o);
+  if (o.chat) {
+    text = format_chat({{"user", text}}, chat_format_for(model.architecture_name), true);
+  }
+  GenerationRequest request;
+  request.prompt = session.tokenizer->encode(text);
+  require(!request.prompt.empty(), "the prompt is empty");
+  require(o.max_tokens >= 1, "--max-tokens must be at least 1, got {}", o.max_tokens);
+  const int64_t context = model.max_position_embeddings;
+  require(int64_t(request.prompt.size()) < context,
+          "the prompt has {} tokens; the model's context is {} tokens", request.prompt.size(), context);
+  request.stop.max_tokens = std::min(o.max_tokens, context - int64_t(request.prompt.size()));
+  request.stop.stop_strings = o.stop;
+  if (!o.ignore_eos) request.stop.stop_token_ids = session.eos_token_ids;
+  request.sampling.temperature = o.temperature;
+  request.sampling.top_p = o.top_p;
+  request.sampling.top_k = o.top_k;
+  request.sampling.min_p = o.min_p;
+  request.sampling.repetition_penalty = o.repetition_penalty;
+  request.sampling.seed = o.seed;
+
+  EngineOptions engine_options;
+  engine_options.scheduler.max_num_seqs = 1;
+  engine_options.scheduler.prefill_chunk_tokens = o.prefill_chunk;
+  engine_options.scheduler.max_step_tokens = o.prefill_chunk;
+  const int64_t total = int64_t(request.prompt.size()) + request.stop.max_tokens;
+  auto engine = make_engine(session, capacity_for_sequences(session.kv, total, 1, o.prefill_chunk),
+                            engine_options);
+  engine->submit(std::move(request));
+  int64_t prompt_tokens = 0, generated = 0;
+  std::string error;
+  while (!engine->idle()) {
+    for (const RequestOutput& output : engine->step()) {
+      std::fwrite(output.text.data(), 1, output.text.size(), stdout);
+      std::fflush(stdout);
+      prompt_tokens = output.prompt_tokens;
+      generated = output.generated_tokens;
+      if (output.finish_reason == FinishReason::error) error = output.error;
+    }
+  }
+  std::fputc('\n', stdout);
+  if (!error.empty()) fail("generation failed: {}", error);
+  const EngineCounters& c = engine->counters();
+  const double prefill_rate = c.prefill_seconds > 0 ? double(c.prefill_only_tokens) / c.prefill_seconds : 0;
+  const double decode_rate = c.decode_seconds > 0 ? double(c.decode_only_tokens) / c.decode_seconds : 0;
+  fmt::print(stderr,
+             "[oscar] {} on {}: prompt {} tokens, generated {} tokens; prefill {:.1f} tok/s, decode "
+             "{:.1f} tok/s\n[oscar] KV cache {}\n",
+             model.architecture_name, engine->backend().device_name(), prompt_tokens, generated,
+             prefill_rate, decode_rate,
+             describe_kv_footprint(session.kv, model, prompt_tokens + generated));
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* command = app.add_subcommand("generate", "Generate a continuation of a prompt");
+  add_model_options(*command, options->model);
+  command->add_option("--prompt,-p", options->prompt, "prompt text");
+  command->add_option("--prompt-file", options->prompt_file, "read the prompt from a file");
+  command->add_flag("--chat", options->chat, "wrap the prompt in the model's chat template");
+  command->add_option("--max-tokens,-n", options->max_tokens, "tokens to generate")->capture_default_str();
+  command->add_option("--temperature,-t", options->temperature, "0: greedy")->capture_default_str();
+  command->add_option("--top-p", options->top_p)->capture_default_str();
+  command->add_option("--top-k", options->top_k, "0: off")->capture_default_str();
+  command->add_option("--min-p", options->min_p)->capture_default_str();
+  command->add_option("--repetition-penalty", options->repetition_penalty)->capture_default_str();
+  command->add_option("--seed", options->seed, "random seed (default: random)");
+  command->add_option("--stop", options->stop, "stop string (repeatable)");
+  command->add_flag("--ignore-eos", options->ignore_eos, "keep generating after EOS");
+  command->add_option("--prefill-chunk", options->prefill_chunk, "prompt tokens per step")
+      ->capture_default_str();
+  command->callback([options] { run_generate(*options); });
+}
+
+}  // namespace oscar::cli

@@ -1,0 +1,24 @@
+// oscar: one program, one subcommand per task (generate, calibrate, eval, bench, serve).
+#include <cstdio>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "cli/commands.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"oscar: LLM inference with a 2-bit OSCAR KV cache"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "oscar 0.1.0");
+  oscar::cli::register_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  } catch (const oscar::Error& error) {
+    fmt::print(stderr, "oscar: error: {}\n", error.what());
+    return 1;
+  }
+  return oscar::cli::exit_code();
+}

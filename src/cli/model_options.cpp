@@ -1,0 +1,76 @@
+#include "cli/model_options.h"
+
+#include "util/error.h"
+#include "util/file_io.h"
+
+namespace oscar::cli {
+
+void add_model_options(CLI::App& command, ModelOptions& o) {
+  command.add_option("--model", o.model_dir,
+                     "Hugging Face model directory (default: the testbed model in models/testbed)");
+  command.add_option("--device", o.device, "cpu, cuda or auto (cuda when a GPU is present)")
+      ->capture_default_str();
+  command.add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
+  command.add_option("--kv-cache-dtype", o.kv_dtype, "KV cache format: bf16, int2, int4 (f32: CPU reference)")
+      ->capture_default_str();
+  command.add_option("--kv-method", o.kv_method, "quantization method: naive, quarot, kivi, oscar")
+      ->capture_default_str();
+  command.add_option("--kv-rotations", o.kv_rotations, "OSCAR rotations file (from `oscar calibrate`)");
+  command.add_option("--kv-group-size", o.kv_group_size,
+                     "channels per quantization group (KIVI keys: tokens per group): 32, 64 or 128")
+      ->capture_default_str();
+  command.add_option("--kv-scale-format", o.kv_scale_format, "storage of group scale and zero: f16 or bf16")
+      ->capture_default_str();
+  command.add_option("--kv-clip-k", o.kv_clip_k, "key clip ratio (default 0.96 for oscar, else 1)");
+  command.add_option("--kv-clip-v", o.kv_clip_v, "value clip ratio (default 0.92 for oscar, else 1)");
+  command.add_option("--kv-sink-tokens", o.kv_sink_tokens, "first tokens kept in bf16")
+      ->capture_default_str();
+  command.add_option("--kv-recent-tokens", o.kv_recent_tokens, "most recent tokens kept in bf16")
+      ->capture_default_str();
+  command.add_option("--kv-page-size", o.kv_page_size,
+                     "tokens per KV page (default 64; KIVI: at least its group size)");
+}
+
+std::string default_model_dir() { return OSCAR_DEFAULT_MODEL_DIR; }
+
+std::string model_dir_or_default(const ModelOptions& options) {
+  const std::string dir = options.model_dir.empty() ? default_model_dir() : options.model_dir;
+  require(file_exists(dir + "/config.json"), "--model {}: no config.json there", dir);
+  return dir;
+}
+
+KvCacheConfig kv_cache_config(const ModelOptions& o) {
+  KvCacheConfig c;
+  c.dtype = parse_kv_dtype(o.kv_dtype);
+  c.method = parse_kv_method(o.kv_method);
+  c.rotations_path = o.kv_rotations;
+  c.group_size = o.kv_group_size;
+  c.param_format = parse_param_format(o.kv_scale_format);
+  const bool oscar = c.method == KvMethod::oscar;
+  c.clip_ratio_k = o.kv_clip_k.value_or(oscar ? 0.96f : 1.0f);
+  c.clip_ratio_v = o.kv_clip_v.value_or(oscar ? 0.92f : 1.0f);
+  c.sink_tokens = o.kv_sink_tokens;
+  c.recent_tokens = o.kv_recent_tokens;
+  c.page_size_tokens = o.kv_page_size.value_or(c.keys_per_channel() ? std::max(64, c.group_size) : 64);
+  require(c.method != KvMethod::oscar || !c.rotations_path.empty() || !c.quantized(),
+          "--kv-method oscar needs --kv-rotations FILE (made by `oscar calibrate`)");
+  return c;
+}
+
+DeviceKind device_kind(const ModelOptions& o) {
+  if (o.device == "auto") return default_device();
+  if (o.device == "cpu") return DeviceKind::cpu;
+  if (o.device == "cuda") {
+    require(cuda_available(), "--device cuda: no CUDA device is available{}",
+#ifdef OSCAR_HAVE_CUDA
+            ""
+#else
+            " (this oscar was built without the CUDA backend)"
+#endif
+    );
+    return DeviceKind::cuda;
+  }
+  fail("--device: unknown value '{}' (choose cpu, cuda or auto)", o.device);
+}
+
+}  // namespace oscar::cli

@@ -1,0 +1,40 @@
+#pragma once
+// Flags shared by the subcommands that run a model: --model, --device, --threads and every
+// --kv-* flag, registered once here so that generate, eval, bench and serve agree.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "backend/backend.h"
+#include "kvcache/kv_cache_config.h"
+
+namespace oscar::cli {
+
+struct ModelOptions {
+  std::string model_dir;
+  std::string device = "auto";
+  int threads = 0;
+  std::string kv_dtype = "bf16";
+  std::string kv_method = "naive";
+  std::string kv_rotations;
+  int kv_group_size = 128;
+  std::string kv_scale_format = "f16";
+  std::optional<float> kv_clip_k;
+  std::optional<float> kv_clip_v;
+  int64_t kv_sink_tokens = 64;
+  int64_t kv_recent_tokens = 256;
+  std::optional<int> kv_page_size;
+};
+
+void add_model_options(CLI::App& command, ModelOptions& options);
+
+// The repository's testbed model, used when --model is not given.
+std::string default_model_dir();
+std::string model_dir_or_default(const ModelOptions& options);
+
+KvCacheConfig kv_cache_config(const ModelOptions& options);  // throws Error naming the flag
+DeviceKind device_kind(const ModelOptions& options);
+
+}  // namespace oscar::cli

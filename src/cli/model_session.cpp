@@ -1,0 +1,48 @@
+#include "cli/model_session.h"
+
+#include <fmt/format.h>
+
+#include "kvcache/page_layout.h"
+
+namespace oscar::cli {
+
+ModelSession open_model(const ModelOptions& options) {
+  ModelSession session;
+  session.model_dir = model_dir_or_default(options);
+  session.kv = kv_cache_config(options);
+  session.device = device_kind(options);
+  session.threads = options.threads;
+  session.weights = load_model(session.model_dir);
+  validate(session.kv, session.weights.config.head_dim);
+  session.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(session.model_dir));
+  for (const int64_t id : load_eos_token_ids(session.model_dir, session.weights.config)) {
+    session.eos_token_ids.push_back(int32_t(id));
+  }
+  return session;
+}
+
+std::unique_ptr<Engine> make_engine(const ModelSession& session, KvPageCounts capacity,
+                                    EngineOptions engine_options) {
+  BackendOptions backend_options;
+  backend_options.device = session.device;
+  backend_options.kv = session.kv;
+  backend_options.capacity = capacity;
+  backend_options.num_threads = session.threads;
+  return std::make_unique<Engine>(make_backend(session.weights, backend_options),
+                                  session.tokenizer.get(), engine_options);
+}
+
+std::string describe_kv_footprint(const KvCacheConfig& kv, const ModelConfig& model,
+                                  int64_t num_tokens) {
+  const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
+  const int64_t context_128k = 128 * 1024;
+  const KvPageCounts now = footprint_for_tokens(kv, num_tokens);
+  const KvPageCounts at_128k = footprint_for_tokens(kv, context_128k);
+  const double bytes_per_token =
+      num_tokens > 0 ? double(bytes_per_layer(now, layout) * model.num_layers) / double(num_tokens) : 0;
+  return fmt::format("{}: {:.1f} KiB/token, {:.2f} bits/element at {} tokens; {:.3f} bits/element at 128K",
+                     describe(kv), bytes_per_token / 1024.0, bits_per_element(layout, now, num_tokens),
+                     num_tokens, bits_per_element(layout, at_128k, context_128k));
+}
+
+}  // namespace oscar::cli

@@ -1,0 +1,34 @@
+#pragma once
+// Opening a model for a subcommand: weights, tokenizer, EOS ids and the chosen KV format, and
+// building an engine over them.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/model_options.h"
+#include "engine/engine.h"
+#include "model/model_weights.h"
+#include "tokenizer/tokenizer.h"
+
+namespace oscar::cli {
+
+struct ModelSession {
+  std::string model_dir;
+  ModelWeights weights;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<int32_t> eos_token_ids;
+  KvCacheConfig kv;
+  DeviceKind device = DeviceKind::cpu;
+  int threads = 0;
+};
+
+ModelSession open_model(const ModelOptions& options);
+
+std::unique_ptr<Engine> make_engine(const ModelSession& session, KvPageCounts capacity,
+                                    EngineOptions engine_options);
+
+// "int2 oscar g128 ...: 4.6 KiB/token, 3.12 bits/element at 1234 tokens; 2.28 at 128K"
+std::string describe_kv_footprint(const KvCacheConfig& kv, const ModelConfig& model,
+                                  int64_t num_tokens);
+
+}  // namespace oscar::cli

@@ -1,0 +1,213 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "kvcache/page_layout.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace oscar {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, EngineOptions options)
+    : backend_(std::move(backend)),
+      tokenizer_(tokenizer),
+      options_(options),
+      max_model_len_(options.max_model_len > 0 ? options.max_model_len
+                                               : backend_->model_config().max_position_embeddings),
+      pools_{PagePool(backend_->kv_capacity().full),
+             PagePool(backend_->kv_capacity().quantized)} {
+  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, backend_->kv_config(), pools_);
+}
+
+Engine::~Engine() = default;
+
+RequestId Engine::submit(GenerationRequest request) {
+  const ModelConfig& model = backend_->model_config();
+  const KvCacheConfig& kv = backend_->kv_config();
+  require(!request.prompt.empty(), "prompt: must hold at least one token");
+  for (const int32_t token : request.prompt) {
+    require(token >= 0 && token < model.vocab_size, "prompt: token id {} is outside the vocabulary (0..{})",
+            token, model.vocab_size - 1);
+  }
+  validate(request.sampling);
+  require(request.stop.max_tokens >= 1 || (request.stop.max_tokens == 0 && request.prompt_logprobs),
+          "max_tokens: must be at least 1, got {}", request.stop.max_tokens);
+  const int64_t total = int64_t(request.prompt.size()) + request.stop.max_tokens;
+  require(total <= max_model_len_,
+          "prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum context of {} tokens",
+          request.prompt.size(), request.stop.max_tokens, total, max_model_len_);
+  // The request must fit the pool on its own (with one prefill chunk in flight), or it could
+  // never run.
+  const KvPageCounts peak = footprint_for_tokens(kv, total);
+  const int64_t chunk_pages =
+      (options_.scheduler.prefill_chunk_tokens + kv.page_size_tokens - 1) / kv.page_size_tokens + 1;
+  require(peak.full + chunk_pages <= pools_.full.capacity() &&
+              peak.quantized <= pools_.quantized.capacity(),
+          "request of {} tokens needs {} full-precision and {} quantized KV pages; the pool holds "
+          "{} and {} (raise the KV pool size)",
+          total, peak.full + chunk_pages, peak.quantized, pools_.full.capacity(),
+          pools_.quantized.capacity());
+  const RequestId id = next_id_++;
+  auto sequence = std::make_unique<Sequence>(id, std::move(request), tokenizer_);
+  scheduler_->add(sequence.get());
+  sequences_[id] = std::move(sequence);
+  return id;
+}
+
+void Engine::cancel(RequestId id) {
+  if (sequences_.count(id) != 0) cancelled_.push_back(id);
+}
+
+RequestOutput Engine::output_for(const Sequence& sequence) const {
+  RequestOutput output;
+  output.id = sequence.id;
+  output.prompt_tokens = sequence.prompt_size();
+  output.generated_tokens = sequence.generated();
+  output.cached_prompt_tokens = sequence.cached_prompt_tokens;
+  return output;
+}
+
+void Engine::finish(Sequence& sequence, FinishReason reason, RequestOutput& output) {
+  if (reason != FinishReason::cancelled && reason != FinishReason::error) {
+    if (sequence.decoder) output.text += sequence.stop_matcher.push(sequence.decoder->flush());
+    output.text += sequence.stop_matcher.flush();
+  }
+  output.finished = true;
+  output.finish_reason = reason;
+  output.generated_tokens = sequence.generated();
+  sequence.state = SequenceState::finished;
+  scheduler_->remove(&sequence);
+  ++counters_.finished_requests;
+}
+
+void Engine::append_token(Sequence& sequence, SampledToken sampled, RequestOutput& output) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!sequence.has_first_token) {
+    sequence.has_first_token = true;
+    sequence.first_token_time = now;
+  }
+  sequence.last_token_time = now;
+  sequence.tokens.push_back(sampled.token);
+  output.tokens.push_back(sampled.token);
+  output.logprobs.push_back(sampled.logprob);
+  output.generated_tokens = sequence.generated();
+  ++counters_.generated_tokens;
+  const auto& stop_ids = sequence.request.stop.stop_token_ids;
+  if (std::find(stop_ids.begin(), stop_ids.end(), sampled.token) != stop_ids.end()) {
+    finish(sequence, FinishReason::stop, output);
+    return;
+  }
+  if (sequence.decoder) output.text += sequence.stop_matcher.push(sequence.decoder->push(sampled.token));
+  if (sequence.stop_matcher.stopped()) {
+    finish(sequence, FinishReason::stop, output);
+  } else if (sequence.generated() >= sequence.request.stop.max_tokens ||
+             int64_t(sequence.tokens.size()) >= max_model_len_) {
+    finish(sequence, FinishReason::length, output);
+  }
+}
+
+void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepLogits& logits,
+                            std::vector<RequestOutput>& outputs) {
+  int64_t row = 0;
+  for (const ScheduledChunk& chunk : plan) {
+    Sequence& sequence = *chunk.sequence;
+    const int64_t start = sequence.pages.num_tokens() - chunk.count;  // after commit
+    const bool all_rows = sequence.request.prompt_logprobs && start < sequence.prompt_size();
+    const int64_t rows = all_rows ? chunk.count : 1;
+    RequestOutput output = output_for(sequence);
+    if (all_rows) {
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t next = start + i + 1;
+        if (next < sequence.prompt_size()) {
+          const std::span<const float> values(logits.row(row + i), size_t(logits.vocab_size));
+          sequence.prompt_logprobs.push_back(token_logprob(values, sequence.tokens[size_t(next)]));
+        }
+      }
+      if (sequence.pages.num_tokens() >= sequence.prompt_size()) {
+        output.prompt_logprobs = sequence.prompt_logprobs;
+      }
+    }
+    const bool emitted_prompt_logprobs = !output.prompt_logprobs.empty();
+    if (sequence.uncomputed() == 0) {
+      if (sequence.request.stop.max_tokens == 0) {
+        finish(sequence, FinishReason::length, output);
+      } else {
+        const std::span<const float> last(logits.row(row + rows - 1), size_t(logits.vocab_size));
+        append_token(sequence, sequence.sampler.sample(last, sequence.tokens), output);
+      }
+    }
+    if (!output.tokens.empty() || output.finished || emitted_prompt_logprobs) {
+      outputs.push_back(std::move(output));
+    }
+    row += rows;
+  }
+}
+
+std::vector<RequestOutput> Engine::step() {
+  std::vector<RequestOutput> outputs;
+  for (const RequestId id : std::exchange(cancelled_, {})) {
+    const auto it = sequences_.find(id);
+    if (it == sequences_.end()) continue;
+    RequestOutput output = output_for(*it->second);
+    finish(*it->second, FinishReason::cancelled, output);
+    outputs.push_back(std::move(output));
+    sequences_.erase(it);
+  }
+  const std::vector<ScheduledChunk> plan = scheduler_->schedule();
+  if (plan.empty()) return outputs;
+
+  std::vector<SequenceStep> steps;
+  bool has_prefill = false, has_decode = false;
+  int64_t step_tokens = 0;
+  for (const ScheduledChunk& chunk : plan) {
+    Sequence& sequence = *chunk.sequence;
+    const int64_t start = sequence.pages.num_tokens();
+    const bool in_prompt = start < sequence.prompt_size() - 1 || chunk.count > 1;
+    (in_prompt ? has_prefill : has_decode) = true;
+    step_tokens += chunk.count;
+    if (in_prompt) counters_.prompt_tokens_computed += chunk.count;
+    steps.push_back({std::span(sequence.tokens).subspan(size_t(start), size_t(chunk.count)),
+                     &sequence.pages, sequence.request.prompt_logprobs && start < sequence.prompt_size()});
+  }
+  StepLogits logits;
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    backend_->forward(steps, logits);
+  } catch (const std::exception& error) {
+    // A failed step must not take the engine down: its requests end with the error.
+    for (const ScheduledChunk& chunk : plan) {
+      RequestOutput output = output_for(*chunk.sequence);
+      output.error = error.what();
+      finish(*chunk.sequence, FinishReason::error, output);
+      outputs.push_back(std::move(output));
+      sequences_.erase(chunk.sequence->id);
+    }
+    return outputs;
+  }
+  const double elapsed = seconds_since(started);
+  ++counters_.steps;
+  if (has_prefill && !has_decode) {
+    counters_.prefill_seconds += elapsed;
+    counters_.prefill_only_tokens += step_tokens;
+  } else if (has_decode && !has_prefill) {
+    counters_.decode_seconds += elapsed;
+    counters_.decode_only_tokens += step_tokens;
+  }
+  for (const ScheduledChunk& chunk : plan) {
+    chunk.sequence->pages.commit(chunk.count, backend_->kv_config(), pools_);
+  }
+  process_logits(plan, logits, outputs);
+  for (const RequestOutput& output : outputs) {
+    if (output.finished) sequences_.erase(output.id);
+  }
+  return outputs;
+}
+
+}  // namespace oscar

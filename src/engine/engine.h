@@ -1,0 +1,74 @@
+#pragma once
+// The engine: requests in, tokens out. Owns the backend, the page pools, the scheduler and the
+// sequences; each step() runs one scheduled batch through the backend, samples, detokenizes and
+// applies stop rules. Single-threaded: the server drives it from one thread.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kvcache/page_pool.h"
+
+namespace oscar {
+
+class Tokenizer;
+
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
+};
+
+struct EngineCounters {
+  int64_t prompt_tokens_computed = 0;   // prefill tokens run through the model
+  int64_t generated_tokens = 0;
+  int64_t steps = 0;
+  double prefill_seconds = 0;           // steps that held only prefill work
+  double decode_seconds = 0;            // steps that held only decode work
+  int64_t prefill_only_tokens = 0;
+  int64_t decode_only_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  int64_t finished_requests = 0;
+};
+
+class Engine {
+ public:
+  Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, EngineOptions options);
+  ~Engine();
+
+  // Checks and queues a request; throws Error (naming the field) when it can never be served.
+  RequestId submit(GenerationRequest request);
+  void cancel(RequestId id);  // its pages return to the pool at the next step
+  std::vector<RequestOutput> step();
+  bool idle() const { return sequences_.empty(); }
+
+  Backend& backend() { return *backend_; }
+  const KvPagePools& pools() const { return pools_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const EngineCounters& counters() const { return counters_; }
+  int64_t max_model_len() const { return max_model_len_; }
+
+ private:
+  void process_logits(const std::vector<ScheduledChunk>& plan, const StepLogits& logits,
+                      std::vector<RequestOutput>& outputs);
+  void append_token(Sequence& sequence, SampledToken sampled, RequestOutput& output);
+  void finish(Sequence& sequence, FinishReason reason, RequestOutput& output);
+  RequestOutput output_for(const Sequence& sequence) const;
+
+  std::unique_ptr<Backend> backend_;
+  const Tokenizer* tokenizer_;
+  EngineOptions options_;
+  int64_t max_model_len_;
+  KvPagePools pools_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<RequestId, std::unique_ptr<Sequence>> sequences_;
+  std::vector<RequestId> cancelled_;
+  RequestId next_id_ = 1;
+  EngineCounters counters_;
+};
+
+}  // namespace oscar

@@ -1,0 +1,47 @@
+#pragma once
+// What a caller asks the engine for, and what it gets back step by step.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace oscar {
+
+using RequestId = int64_t;
+
+struct StopCriteria {
+  int64_t max_tokens = 256;
+  std::vector<int32_t> stop_token_ids;  // usually the model's EOS ids
+  std::vector<std::string> stop_strings;
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  StopCriteria stop;
+  bool prompt_logprobs = false;  // report log p(prompt[i] | prompt[<i]) (perplexity, echo)
+  // The prompt attends to itself in full precision; the cache is quantized before decoding
+  // (needle-in-a-haystack "bf16 prefill"). Otherwise every position follows the decode rule.
+  bool full_precision_prefill = false;
+};
+
+enum class FinishReason { none, length, stop, cancelled, error };
+std::string_view to_string(FinishReason reason);
+
+struct RequestOutput {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;    // new tokens this step
+  std::vector<float> logprobs;    // one per new token
+  std::string text;               // new text (complete UTF-8 characters, stop strings removed)
+  std::vector<float> prompt_logprobs;  // once, when the prompt is done (prompt_logprobs requested)
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::none;
+  std::string error;              // when finish_reason == error
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // prompt tokens served by the prefix cache
+};
+
+}  // namespace oscar

@@ -1,0 +1,46 @@
+#pragma once
+// One request inside the engine: its tokens (prompt, then generated), its page table, how far
+// its KV is computed, its sampler and its text stream.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/stop_strings.h"
+#include "kvcache/sequence_pages.h"
+#include "tokenizer/streaming_decoder.h"
+
+namespace oscar {
+
+class Tokenizer;
+
+enum class SequenceState { waiting, running, finished };
+
+struct Sequence {
+  Sequence(RequestId id, GenerationRequest request, const Tokenizer* tokenizer);
+
+  RequestId id;
+  GenerationRequest request;
+  std::vector<int32_t> tokens;  // prompt followed by generated tokens
+  SequencePages pages;          // pages.num_tokens(): tokens whose K/V are cached
+  SequenceState state = SequenceState::waiting;
+  Sampler sampler;
+  std::unique_ptr<StreamingDecoder> decoder;  // null without a tokenizer
+  StopStringMatcher stop_matcher;
+  std::vector<float> prompt_logprobs;
+  int64_t cached_prompt_tokens = 0;
+  int64_t preemptions = 0;
+  std::chrono::steady_clock::time_point arrival_time;
+  std::chrono::steady_clock::time_point first_token_time;
+  std::chrono::steady_clock::time_point last_token_time;
+  bool has_first_token = false;
+
+  int64_t prompt_size() const { return int64_t(request.prompt.size()); }
+  int64_t generated() const { return int64_t(tokens.size()) - prompt_size(); }
+  // Tokens whose K/V still have to be computed before the next token can be sampled.
+  int64_t uncomputed() const { return int64_t(tokens.size()) - pages.num_tokens(); }
+};
+
+}  // namespace oscar

@@ -1,0 +1,43 @@
+#include "engine/stop_strings.h"
+
+#include <algorithm>
+
+namespace oscar {
+
+StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings)
+    : stop_strings_(std::move(stop_strings)) {
+  std::erase_if(stop_strings_, [](const std::string& s) { return s.empty(); });
+}
+
+std::string StopStringMatcher::push(std::string_view text) {
+  if (stopped_) return {};
+  pending_.append(text);
+  size_t first_stop = std::string::npos;
+  for (const auto& stop : stop_strings_) first_stop = std::min(first_stop, pending_.find(stop));
+  if (first_stop != std::string::npos) {
+    stopped_ = true;
+    std::string released = pending_.substr(0, first_stop);
+    pending_.clear();
+    return released;
+  }
+  // Hold back the longest suffix that is a proper prefix of some stop string.
+  size_t hold = 0;
+  for (const auto& stop : stop_strings_) {
+    for (size_t length = std::min(stop.size() - 1, pending_.size()); length > hold; --length) {
+      if (pending_.compare(pending_.size() - length, length, stop, 0, length) == 0) {
+        hold = length;
+        break;
+      }
+    }
+  }
+  std::string released = pending_.substr(0, pending_.size() - hold);
+  pending_.erase(0, pending_.size() - hold);
+  return released;
+}
+
+std::string StopStringMatcher::flush() {
+  if (stopped_) return {};
+  return std::exchange(pending_, {});
+}
+
+}  // namespace oscar

@@ -1,0 +1,27 @@
+#pragma once
+// Stop strings over streamed text: text is released only once it can no longer be the start of
+// a stop string, and a completed stop string (and anything after it) is never released, as in
+// the OpenAI API.
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace oscar {
+
+class StopStringMatcher {
+ public:
+  explicit StopStringMatcher(std::vector<std::string> stop_strings = {});
+
+  // Adds newly decoded text; returns the text that may be shown now.
+  std::string push(std::string_view text);
+  // The end of generation: whatever was held back (nothing after a stop).
+  std::string flush();
+  bool stopped() const { return stopped_; }
+
+ private:
+  std::vector<std::string> stop_strings_;
+  std::string pending_;
+  bool stopped_ = false;
+};
+
+}  // namespace oscar

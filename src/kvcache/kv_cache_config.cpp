@@ -1,0 +1,94 @@
+#include "kvcache/kv_cache_config.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "util/error.h"
+
+namespace oscar {
+
+std::string_view to_string(KvDtype dtype) {
+  switch (dtype) {
+    case KvDtype::f32: return "f32";
+    case KvDtype::bf16: return "bf16";
+    case KvDtype::int4: return "int4";
+    case KvDtype::int2: return "int2";
+  }
+  return "?";
+}
+
+std::string_view to_string(KvMethod method) {
+  switch (method) {
+    case KvMethod::naive: return "naive";
+    case KvMethod::quarot: return "quarot";
+    case KvMethod::kivi: return "kivi";
+    case KvMethod::oscar: return "oscar";
+  }
+  return "?";
+}
+
+std::string_view to_string(ParamFormat format) {
+  return format == ParamFormat::f16 ? "f16" : "bf16";
+}
+
+KvDtype parse_kv_dtype(std::string_view text) {
+  for (const KvDtype d : {KvDtype::f32, KvDtype::bf16, KvDtype::int4, KvDtype::int2}) {
+    if (text == to_string(d)) return d;
+  }
+  fail("--kv-cache-dtype: unknown value '{}' (choose bf16, int2, int4 or f32)", text);
+}
+
+KvMethod parse_kv_method(std::string_view text) {
+  for (const KvMethod m : {KvMethod::naive, KvMethod::quarot, KvMethod::kivi, KvMethod::oscar}) {
+    if (text == to_string(m)) return m;
+  }
+  fail("--kv-method: unknown value '{}' (choose naive, quarot, kivi or oscar)", text);
+}
+
+ParamFormat parse_param_format(std::string_view text) {
+  if (text == "f16") return ParamFormat::f16;
+  if (text == "bf16") return ParamFormat::bf16;
+  fail("--kv-scale-format: unknown value '{}' (choose f16 or bf16)", text);
+}
+
+void validate(const KvCacheConfig& c, int64_t head_dim) {
+  require(c.page_size_tokens >= 1 && c.page_size_tokens <= 4096,
+          "--kv-page-size: {} is outside 1..4096", c.page_size_tokens);
+  require(c.sink_tokens >= 0, "--kv-sink-tokens: must be >= 0, got {}", c.sink_tokens);
+  require(c.recent_tokens >= 0, "--kv-recent-tokens: must be >= 0, got {}", c.recent_tokens);
+  if (!c.quantized()) return;
+  require(c.group_size == 32 || c.group_size == 64 || c.group_size == 128,
+          "--kv-group-size: {} is not supported (choose 32, 64 or 128)", c.group_size);
+  require(c.clip_ratio_k > 0 && c.clip_ratio_k <= 1 && c.clip_ratio_v > 0 && c.clip_ratio_v <= 1,
+          "--kv-clip-k/--kv-clip-v must lie in (0, 1], got {}/{}", c.clip_ratio_k, c.clip_ratio_v);
+  require(head_dim % c.group_size == 0, "--kv-group-size {} does not divide the model's head_dim {}",
+          c.group_size, head_dim);
+  require(!c.keys_per_channel() || c.page_size_tokens % c.group_size == 0,
+          "--kv-method kivi groups keys over {} tokens: --kv-page-size ({}) must be a multiple",
+          c.group_size, c.page_size_tokens);
+  require(c.method != KvMethod::oscar || !c.rotations_path.empty(),
+          "--kv-method oscar needs --kv-rotations FILE (made by `oscar calibrate`)");
+}
+
+std::string describe(const KvCacheConfig& c) {
+  if (!c.quantized()) {
+    return fmt::format("{} page {}", to_string(c.dtype), c.page_size_tokens);
+  }
+  return fmt::format("{} {} g{} {} clip {:.2f}/{:.2f} sink {} recent {} page {}", to_string(c.dtype),
+                     to_string(c.method), c.group_size, to_string(c.param_format), c.clip_ratio_k,
+                     c.clip_ratio_v, c.sink_tokens, c.recent_tokens, c.page_size_tokens);
+}
+
+int64_t quantized_end(const KvCacheConfig& c, int64_t num_tokens, int64_t full_precision_until) {
+  const int64_t sink = c.sink_tokens;
+  if (!c.quantized() || num_tokens <= full_precision_until) return sink;
+  const int64_t leaving = num_tokens - c.recent_tokens;  // tokens before the recent window
+  if (leaving <= sink) return sink;
+  if (!c.keys_per_channel()) return leaving;
+  // KIVI groups are aligned to absolute positions (multiples of group_size, so a group never
+  // straddles a page); the group that holds the sink boundary quantizes only its non-sink part.
+  return std::max(sink, leaving / c.group_size * c.group_size);
+}
+
+}  // namespace oscar

@@ -1,0 +1,62 @@
+#pragma once
+// What the user chose for the KV cache (the --kv-* flags), and the rule that decides which tokens
+// are held quantized.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "quant/group_codec.h"
+
+namespace oscar {
+
+// f32 exists for the CPU reference only (exact comparisons); bf16 is the full-precision format.
+enum class KvDtype : uint8_t { f32, bf16, int4, int2 };
+// naive: per-token groups, no rotation; quarot: Hadamard rotation; kivi: keys per channel over
+// groups of tokens, values per token; oscar: calibrated rotations from a file.
+enum class KvMethod : uint8_t { naive, quarot, kivi, oscar };
+
+struct KvCacheConfig {
+  KvDtype dtype = KvDtype::bf16;
+  KvMethod method = KvMethod::naive;
+  int group_size = 128;        // channels per group (per-token); tokens per group (KIVI keys)
+  ParamFormat param_format = ParamFormat::f16;
+  float clip_ratio_k = 1.0f;   // scales each group's min and max before quantizing keys
+  float clip_ratio_v = 1.0f;
+  int64_t sink_tokens = 64;    // the first tokens, always full precision
+  int64_t recent_tokens = 256; // the most recent tokens, full precision
+  int page_size_tokens = 64;
+  std::string rotations_path;  // OSCAR rotations file
+
+  bool quantized() const { return dtype == KvDtype::int2 || dtype == KvDtype::int4; }
+  int bits() const { return dtype == KvDtype::int2 ? 2 : dtype == KvDtype::int4 ? 4 : 0; }
+  bool rotates_keys() const { return quantized() && (method == KvMethod::quarot || method == KvMethod::oscar); }
+  bool keys_per_channel() const { return quantized() && method == KvMethod::kivi; }
+  // The storage dtype of full-precision pages (sink, recent window, and bf16 caches).
+  KvDtype full_dtype() const { return dtype == KvDtype::f32 ? KvDtype::f32 : KvDtype::bf16; }
+};
+
+std::string_view to_string(KvDtype dtype);
+std::string_view to_string(KvMethod method);
+std::string_view to_string(ParamFormat format);
+KvDtype parse_kv_dtype(std::string_view text);      // throws Error listing the choices
+KvMethod parse_kv_method(std::string_view text);
+ParamFormat parse_param_format(std::string_view text);
+
+// Checks the combination against a model's head_dim; throws Error naming the flag at fault.
+void validate(const KvCacheConfig& config, int64_t head_dim);
+
+// One line describing the configuration, e.g. "int2 oscar g128 f16 clip 0.96/0.92 sink 64 recent 256".
+std::string describe(const KvCacheConfig& config);
+
+// The decode-semantics rule, used by every writer and reader: when the query at position t runs,
+// the sequence holds t + 1 tokens, and token j is read quantized iff sink <= j < quantized_end(t + 1)
+// (sink = config.sink_tokens; quantized_end() >= sink, equal when nothing is quantized).
+// Per-token methods quantize a token as soon as it leaves the recent window; KIVI quantizes keys
+// per channel over groups of `group_size` tokens aligned to multiples of group_size, so its
+// boundary moves a whole group at a time.
+// `full_precision_until`: while the sequence holds no more than this many tokens nothing is
+// quantized (a prompt prefilled in full precision, then quantized before decoding).
+int64_t quantized_end(const KvCacheConfig& config, int64_t num_tokens,
+                      int64_t full_precision_until = 0);
+
+}  // namespace oscar

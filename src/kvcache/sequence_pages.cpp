@@ -1,0 +1,86 @@
+#include "kvcache/sequence_pages.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace oscar {
+namespace {
+
+// Does logical page `page` (size P) hold a position in [begin, end)?
+bool page_overlaps(int64_t page, int64_t page_size, int64_t begin, int64_t end) {
+  return begin < end && page * page_size < end && (page + 1) * page_size > begin;
+}
+
+int64_t pages_for(int64_t tokens, int64_t page_size) { return (tokens + page_size - 1) / page_size; }
+
+}  // namespace
+
+bool SequencePages::needs_full(int64_t page, int64_t num_tokens, const KvCacheConfig& c) const {
+  const int64_t sink = std::min(c.sink_tokens, num_tokens);
+  const int64_t qend = quantized_end(c, num_tokens, full_precision_until_);
+  return page_overlaps(page, c.page_size_tokens, 0, sink) ||
+         page_overlaps(page, c.page_size_tokens, qend, num_tokens);
+}
+
+bool SequencePages::needs_quantized(int64_t page, int64_t num_tokens, const KvCacheConfig& c) const {
+  const int64_t qend = quantized_end(c, num_tokens, full_precision_until_);
+  return page_overlaps(page, c.page_size_tokens, c.sink_tokens, qend);
+}
+
+KvPageCounts SequencePages::pages_needed(int64_t count, const KvCacheConfig& c) const {
+  KvPageCounts needed;
+  const int64_t after = num_tokens_ + count;
+  const int64_t qend_before = quantized_end(c, num_tokens_, full_precision_until_);
+  for (int64_t p = 0; p < pages_for(after, c.page_size_tokens); ++p) {
+    const LogicalPage current = p < int64_t(pages_.size()) ? pages_[size_t(p)] : LogicalPage{};
+    // During the step a page is read in full precision for new tokens and for tokens that leave
+    // the window now (they are quantized from their full pages).
+    const bool full = page_overlaps(p, c.page_size_tokens, 0, std::min(c.sink_tokens, after)) ||
+                      page_overlaps(p, c.page_size_tokens, qend_before, after);
+    if (full && current.full < 0) ++needed.full;
+    if (needs_quantized(p, after, c) && current.quantized < 0) ++needed.quantized;
+  }
+  return needed;
+}
+
+bool SequencePages::reserve(int64_t count, const KvCacheConfig& c, KvPagePools& pools) {
+  require(count >= 0, "cannot reserve {} tokens", count);
+  const KvPageCounts needed = pages_needed(count, c);
+  if (needed.full > pools.full.free_pages() || needed.quantized > pools.quantized.free_pages()) {
+    return false;
+  }
+  const int64_t after = num_tokens_ + count;
+  const int64_t qend_before = quantized_end(c, num_tokens_, full_precision_until_);
+  pages_.resize(size_t(std::max<int64_t>(int64_t(pages_.size()), pages_for(after, c.page_size_tokens))));
+  for (int64_t p = 0; p < int64_t(pages_.size()); ++p) {
+    LogicalPage& page = pages_[size_t(p)];
+    const bool full = page_overlaps(p, c.page_size_tokens, 0, std::min(c.sink_tokens, after)) ||
+                      page_overlaps(p, c.page_size_tokens, qend_before, after);
+    if (full && page.full < 0) page.full = *pools.full.allocate();
+    if (needs_quantized(p, after, c) && page.quantized < 0) page.quantized = *pools.quantized.allocate();
+  }
+  return true;
+}
+
+void SequencePages::commit(int64_t count, const KvCacheConfig& c, KvPagePools& pools) {
+  num_tokens_ += count;
+  for (int64_t p = 0; p < int64_t(pages_.size()); ++p) {
+    LogicalPage& page = pages_[size_t(p)];
+    if (page.full >= 0 && !needs_full(p, num_tokens_, c)) {
+      pools.full.release(page.full);
+      page.full = -1;
+    }
+  }
+}
+
+void SequencePages::release_all(KvPagePools& pools) {
+  for (LogicalPage& page : pages_) {
+    if (page.full >= 0) pools.full.release(page.full);
+    if (page.quantized >= 0) pools.quantized.release(page.quantized);
+  }
+  pages_.clear();
+  num_tokens_ = 0;
+}
+
+}  // namespace oscar

@@ -1,0 +1,32 @@
+#include "quant/hadamard.h"
+
+#include <bit>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace oscar {
+
+bool is_power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+std::vector<double> hadamard_matrix(int64_t n) {
+  require(is_power_of_two(n), "Hadamard rotation needs a power-of-two size, got {}", n);
+  const double norm = 1.0 / std::sqrt(double(n));
+  std::vector<double> h(size_t(n * n));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      h[size_t(i * n + j)] = (std::popcount(uint64_t(i & j)) % 2 == 0) ? norm : -norm;
+    }
+  }
+  return h;
+}
+
+int64_t bit_reverse(int64_t index, int bits) {
+  int64_t reversed = 0;
+  for (int b = 0; b < bits; ++b) {
+    if (index & (int64_t(1) << b)) reversed |= int64_t(1) << (bits - 1 - b);
+  }
+  return reversed;
+}
+
+}  // namespace oscar

@@ -1,0 +1,58 @@
+#pragma once
+// Orthogonal rotations of the key and value head spaces, per layer and either per KV head or shared
+// by the layer's heads. A row vector x is stored rotated as x R; keys are rotated at write time and
+// queries at read time (q R)(k R)^T = q k^T; the value rotation is folded into W_v and W_o.
+//
+// File format (safetensors, written by `oscar calibrate`): per layer i
+//   layers.{i}.key.rotation      F32 [kv_heads or 1, D, D]
+//   layers.{i}.key.eigenvalues   F32 [kv_heads or 1, D]
+//   layers.{i}.value.rotation    F32 [kv_heads or 1, D, D]
+//   layers.{i}.value.eigenvalues F32 [kv_heads or 1, D]
+// and metadata: oscar_format_version, model_config_hash, method, group_size, clip_ratio_k,
+// clip_ratio_v, calibration_tokens, rotation_scope ("per_head" or "per_layer").
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace oscar {
+
+struct KvRotations {
+  int64_t num_layers = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  bool per_head = true;              // false: one rotation per layer, shared by its KV heads
+  std::vector<float> key;            // [layers][heads or 1][D][D], row-major
+  std::vector<float> value;          // same shape
+  std::vector<float> key_eigenvalues;    // [layers][heads or 1][D], may be empty
+  std::vector<float> value_eigenvalues;  // same
+  std::map<std::string, std::string> metadata;
+
+  int64_t rotations_per_layer() const { return per_head ? num_kv_heads : 1; }
+  const float* key_rotation(int64_t layer, int64_t kv_head) const;
+  const float* value_rotation(int64_t layer, int64_t kv_head) const;
+  float* key_rotation(int64_t layer, int64_t kv_head);
+  float* value_rotation(int64_t layer, int64_t kv_head);
+};
+
+inline constexpr const char* kRotationsFormatVersion = "1";
+
+// QuaRot: the normalised Hadamard matrix for every layer and head.
+KvRotations hadamard_rotations(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim);
+
+struct RotationFileExpectations {
+  int64_t num_layers = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  std::string model_config_hash;  // empty: not checked
+};
+
+// Reads and validates a rotations file: shapes, finite values, orthogonality (max |R R^T - I|
+// <= 1e-3), and the model it was calibrated for. Errors name the file and the tensor.
+KvRotations load_kv_rotations(const std::string& path, const RotationFileExpectations& expected);
+void save_kv_rotations(const std::string& path, const KvRotations& rotations);
+
+// max |R R^T - I| of a D x D row-major matrix.
+double orthogonality_error(const float* rotation, int64_t head_dim);
+
+}  // namespace oscar

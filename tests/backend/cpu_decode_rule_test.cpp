@@ -1,0 +1,155 @@
+// The CPU backend under the decode rule: prefill in any chunking, token-by-token decode and a full
+// re-forward all give bit-identical logits, for every KV format; and folding the value rotation into
+// the weights changes nothing but rounding.
+#include <gtest/gtest.h>
+
+#include <Eigen/Dense>
+#include <random>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "format/documents.h"
+#include "model/model_weights.h"
+#include "quant/kv_rotations.h"
+#include "support/test_paths.h"
+
+namespace oscar {
+namespace {
+
+const ModelWeights& testbed() {
+  static const ModelWeights weights = load_model(testing::testbed_model_dir());
+  return weights;
+}
+
+// A real-looking token stream: bytes of validation text mapped into the vocabulary.
+std::vector<int32_t> sample_tokens(size_t count) {
+  const auto documents = read_documents(testing::testbed_model_dir() + "/valid.xz");
+  std::vector<int32_t> tokens;
+  for (const unsigned char c : documents[1]) {
+    tokens.push_back(int32_t(c) + 200);
+    if (tokens.size() == count) break;
+  }
+  return tokens;
+}
+
+// Runs `tokens` through a fresh sequence in chunks of `chunk` and returns every position's logits.
+std::vector<float> run(Backend& backend, const std::vector<int32_t>& tokens, size_t chunk) {
+  const KvCacheConfig& kv = backend.kv_config();
+  KvPagePools pools{PagePool(int32_t(backend.kv_capacity().full)),
+                    PagePool(int32_t(backend.kv_capacity().quantized))};
+  SequencePages pages;
+  std::vector<float> all;
+  StepLogits logits;
+  for (size_t start = 0; start < tokens.size(); start += chunk) {
+    const size_t count = std::min(chunk, tokens.size() - start);
+    EXPECT_TRUE(pages.reserve(int64_t(count), kv, pools));
+    const SequenceStep step{std::span(tokens).subspan(start, count), &pages, true};
+    backend.forward({&step, 1}, logits);
+    pages.commit(int64_t(count), kv, pools);
+    all.insert(all.end(), logits.values.begin(), logits.values.end());
+  }
+  return all;
+}
+
+double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, double(std::abs(a[i] - b[i])));
+    scale = std::max(scale, double(std::abs(a[i])));
+  }
+  return worst / scale;
+}
+
+struct FormatCase {
+  const char* name;
+  KvDtype dtype;
+  KvMethod method;
+  int group;
+};
+
+class DecodeRule : public ::testing::TestWithParam<FormatCase> {};
+
+TEST_P(DecodeRule, ChunkingAndDecodeAgree) {
+  const FormatCase f = GetParam();
+  BackendOptions options;
+  options.kv.dtype = f.dtype;
+  options.kv.method = f.method;
+  options.kv.group_size = f.group;
+  options.kv.sink_tokens = 16;
+  options.kv.recent_tokens = 48;
+  options.kv.page_size_tokens = 32;
+  options.capacity = {64, 64};
+  auto backend = make_backend(testbed(), options);
+  const auto tokens = sample_tokens(200);
+  const auto whole = run(*backend, tokens, tokens.size());
+  const auto chunked = run(*backend, tokens, 37);
+  const auto decoded = run(*backend, tokens, 1);
+  // Batch-invariant math (backend/cpu/simd.h): not close, identical.
+  EXPECT_EQ(max_relative_difference(whole, chunked), 0.0) << f.name;
+  EXPECT_EQ(max_relative_difference(whole, decoded), 0.0) << f.name;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, DecodeRule,
+    ::testing::Values(FormatCase{"f32", KvDtype::f32, KvMethod::naive, 128},
+                      FormatCase{"bf16", KvDtype::bf16, KvMethod::naive, 128},
+                      FormatCase{"int2_naive", KvDtype::int2, KvMethod::naive, 64},
+                      FormatCase{"int2_quarot", KvDtype::int2, KvMethod::quarot, 128},
+                      FormatCase{"int2_kivi", KvDtype::int2, KvMethod::kivi, 32},
+                      FormatCase{"int4_quarot", KvDtype::int4, KvMethod::quarot, 64}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(DecodeRule, QuantizationChangesLogitsOnlyBeyondTheWindow) {
+  BackendOptions exact;
+  exact.kv.dtype = KvDtype::f32;
+  exact.capacity = {64, 0};
+  BackendOptions int2 = exact;
+  int2.kv.dtype = KvDtype::int2;
+  int2.kv.sink_tokens = 16;
+  int2.kv.recent_tokens = 48;
+  int2.kv.page_size_tokens = 32;
+  int2.capacity = {64, 64};
+  const auto tokens = sample_tokens(120);
+  const auto reference = run(*make_backend(testbed(), exact), tokens, tokens.size());
+  const auto quantized = run(*make_backend(testbed(), int2), tokens, tokens.size());
+  const size_t vocab = size_t(testbed().config.vocab_size);
+  // Positions < sink + window see no quantized token (bf16 rounding only); later ones do.
+  const std::vector<float> early_ref(reference.begin(), reference.begin() + 64 * long(vocab));
+  const std::vector<float> early_q(quantized.begin(), quantized.begin() + 64 * long(vocab));
+  EXPECT_LT(max_relative_difference(early_ref, early_q), 2e-2);
+  EXPECT_GT(max_relative_difference(reference, quantized), 2e-2);
+}
+
+KvRotations random_rotations(const ModelConfig& config, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  KvRotations r;
+  r.num_layers = config.num_layers;
+  r.num_kv_heads = config.num_kv_heads;
+  r.head_dim = config.head_dim;
+  const int64_t d = config.head_dim;
+  for (int64_t m = 0; m < 2 * config.num_layers * config.num_kv_heads; ++m) {
+    Eigen::MatrixXd a(d, d);
+    for (int64_t i = 0; i < d * d; ++i) a.data()[i] = normal(rng);
+    const Eigen::MatrixXd q = Eigen::HouseholderQR<Eigen::MatrixXd>(a).householderQ();
+    auto& target = m < config.num_layers * config.num_kv_heads ? r.key : r.value;
+    for (int64_t i = 0; i < d; ++i)
+      for (int64_t j = 0; j < d; ++j) target.push_back(float(q(i, j)));
+  }
+  return r;
+}
+
+TEST(ValueRotationFolding, FoldedModelGivesTheSameLogits) {
+  BackendOptions options;
+  options.kv.dtype = KvDtype::f32;
+  options.capacity = {64, 0};
+  const KvRotations rotations = random_rotations(testbed().config, 17);
+  CpuBackend plain(testbed(), options, nullptr);
+  CpuBackend folded(testbed(), options, &rotations);
+  const auto tokens = sample_tokens(150);
+  EXPECT_LT(max_relative_difference(run(plain, tokens, 64), run(folded, tokens, 64)), 2e-5);
+}
+
+}  // namespace
+}  // namespace oscar

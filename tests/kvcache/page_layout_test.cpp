@@ -1,0 +1,94 @@
+// The page layout and the byte accounting built on it.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "kvcache/page_layout.h"
+
+namespace oscar {
+namespace {
+
+KvCacheConfig int2_config(int group, KvMethod method = KvMethod::naive) {
+  KvCacheConfig c;
+  c.dtype = KvDtype::int2;
+  c.method = method;
+  c.group_size = group;
+  c.page_size_tokens = 128;
+  return c;
+}
+
+TEST(PageLayout, QuantizedSectionsTileThePageWithoutOverlap) {
+  for (const KvMethod method : {KvMethod::naive, KvMethod::kivi}) {
+    for (const int group : {32, 64, 128}) {
+      const PageLayout l = make_page_layout(int2_config(group, method), 8, 128);
+      std::set<int64_t> used;
+      auto mark = [&](int64_t offset, int64_t size) {
+        for (int64_t b = offset; b < offset + size; ++b) {
+          ASSERT_TRUE(used.insert(b).second) << "byte " << b << " used twice";
+          ASSERT_LT(b, l.quantized_page_bytes);
+        }
+      };
+      for (int64_t h = 0; h < 8; ++h) {
+        for (int64_t slot = 0; slot < 128; ++slot) {
+          mark(l.key_codes(h, slot), l.code_bytes_per_row);
+          mark(l.value_codes(h, slot), l.code_bytes_per_row);
+          for (int64_t g = 0; g < 128 / group; ++g) mark(l.value_params(h, slot, g), l.param_bytes);
+          if (!l.keys_per_channel) {
+            for (int64_t g = 0; g < 128 / group; ++g) mark(l.key_params(h, slot, g), l.param_bytes);
+          } else if (slot % group == 0) {
+            for (int64_t c = 0; c < 128; ++c) mark(l.key_params(h, slot, c), l.param_bytes);
+          }
+        }
+      }
+      EXPECT_GE(int64_t(used.size()), l.quantized_page_bytes - 15);  // only alignment padding unused
+      EXPECT_EQ(l.quantized_page_bytes % 16, 0);
+    }
+  }
+}
+
+TEST(PageLayout, FullPageHoldsKeysThenValues) {
+  KvCacheConfig bf16;
+  bf16.page_size_tokens = 16;
+  const PageLayout l = make_page_layout(bf16, 2, 64);
+  EXPECT_EQ(l.full_page_bytes, 2 * 2 * 16 * 64 * 2);
+  EXPECT_EQ(l.full_key_offset(1, 3), (16 + 3) * 64 * 2);
+  EXPECT_EQ(l.full_value_offset(0, 0), l.full_page_bytes / 2);
+}
+
+// Qwen3-8B shape: 8 KV heads, head_dim 128.
+TEST(ByteAccounting, BitsPerElementAt128K) {
+  struct Case {
+    int group;
+    int page;
+    double expected;
+  };
+  // 2 bits + 32 parameter bits per group, plus the bf16 sink (64) and window (256 + page slack).
+  for (const Case c : {Case{128, 64, 2.25}, Case{64, 64, 2.5}}) {
+    KvCacheConfig config = int2_config(c.group);
+    config.page_size_tokens = c.page;
+    const PageLayout layout = make_page_layout(config, 8, 128);
+    const int64_t n = 128 * 1024;
+    const KvPageCounts pages = footprint_for_tokens(config, n);
+    const double bpe = bits_per_element(layout, pages, n);
+    EXPECT_GT(bpe, c.expected);
+    EXPECT_LT(bpe, c.expected + 0.045) << "group " << c.group;
+  }
+  KvCacheConfig bf16;
+  const PageLayout layout = make_page_layout(bf16, 8, 128);
+  EXPECT_DOUBLE_EQ(bits_per_element(layout, footprint_for_tokens(bf16, 4096), 4096), 16.0);
+}
+
+TEST(ByteAccounting, FootprintCountsSinkWindowAndQuantizedPages) {
+  KvCacheConfig c = int2_config(128);
+  c.page_size_tokens = 64;
+  // 1000 tokens: sink page 0, quantized [64, 744) -> pages 1..11, full [744, 1000) -> pages 11..15.
+  const KvPageCounts pages = footprint_for_tokens(c, 1000);
+  EXPECT_EQ(pages.quantized, 11);
+  EXPECT_EQ(pages.full, 1 + 5);
+  const KvPageCounts short_sequence = footprint_for_tokens(c, 100);
+  EXPECT_EQ(short_sequence.quantized, 0);
+  EXPECT_EQ(short_sequence.full, 2);
+}
+
+}  // namespace
+}  // namespace oscar

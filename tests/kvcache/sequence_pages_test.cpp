@@ -1,0 +1,93 @@
+// A sequence's page table through reserve/commit steps, checked against the decode rule.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "kvcache/page_layout.h"
+#include "kvcache/sequence_pages.h"
+#include "util/error.h"
+
+namespace oscar {
+namespace {
+
+bool overlaps(int64_t page, int64_t size, int64_t begin, int64_t end) {
+  return begin < end && page * size < end && (page + 1) * size > begin;
+}
+
+KvCacheConfig small_int2(KvMethod method) {
+  KvCacheConfig c;
+  c.dtype = KvDtype::int2;
+  c.method = method;
+  c.group_size = 32;
+  c.sink_tokens = 20;
+  c.recent_tokens = 40;
+  c.page_size_tokens = 32;
+  return c;
+}
+
+void expect_pages_match_rule(const SequencePages& s, const KvCacheConfig& c) {
+  const int64_t n = s.num_tokens();
+  const int64_t qend = quantized_end(c, n, s.full_precision_until());
+  for (int64_t p = 0; p < int64_t(s.pages().size()); ++p) {
+    const bool full = overlaps(p, c.page_size_tokens, 0, std::min(c.sink_tokens, n)) ||
+                      overlaps(p, c.page_size_tokens, qend, n);
+    const bool quantized = overlaps(p, c.page_size_tokens, c.sink_tokens, qend);
+    EXPECT_EQ(s.pages()[size_t(p)].full >= 0, full) << "page " << p << " at " << n << " tokens";
+    EXPECT_EQ(s.pages()[size_t(p)].quantized >= 0, quantized) << "page " << p << " at " << n;
+  }
+}
+
+TEST(SequencePages, PagesFollowTheRuleThroughRandomSteps) {
+  for (const KvMethod method : {KvMethod::naive, KvMethod::kivi}) {
+    for (const int64_t until : {int64_t(0), int64_t(300)}) {
+      const KvCacheConfig c = small_int2(method);
+      KvPagePools pools{PagePool(64), PagePool(64)};
+      SequencePages s(until);
+      std::mt19937 rng(1);
+      std::uniform_int_distribution<int64_t> chunk(1, 70);
+      while (s.num_tokens() < 1200) {
+        const int64_t count = chunk(rng);
+        const KvPageCounts needed = s.pages_needed(count, c);
+        const int32_t free_full = pools.full.free_pages(), free_quantized = pools.quantized.free_pages();
+        ASSERT_TRUE(s.reserve(count, c, pools));
+        EXPECT_EQ(free_full - pools.full.free_pages(), needed.full);
+        EXPECT_EQ(free_quantized - pools.quantized.free_pages(), needed.quantized);
+        s.commit(count, c, pools);
+        expect_pages_match_rule(s, c);
+      }
+      s.release_all(pools);
+      EXPECT_EQ(pools.full.free_pages(), 64);
+      EXPECT_EQ(pools.quantized.free_pages(), 64);
+    }
+  }
+}
+
+TEST(SequencePages, DryPoolAllocatesNothing) {
+  const KvCacheConfig c = small_int2(KvMethod::naive);
+  KvPagePools pools{PagePool(3), PagePool(8)};
+  SequencePages s;
+  ASSERT_TRUE(s.reserve(64, c, pools));
+  s.commit(64, c, pools);
+  const int32_t free_full = pools.full.free_pages(), free_quantized = pools.quantized.free_pages();
+  EXPECT_EQ(free_full, 1);
+  EXPECT_FALSE(s.reserve(200, c, pools));  // needs more full pages than the one left
+  EXPECT_EQ(pools.full.free_pages(), free_full);
+  EXPECT_EQ(pools.quantized.free_pages(), free_quantized);
+  EXPECT_EQ(s.num_tokens(), 64);
+}
+
+TEST(PagePool, ReferenceCounts) {
+  PagePool pool(2);
+  const auto a = pool.allocate();
+  ASSERT_TRUE(a);
+  pool.retain(*a);
+  pool.release(*a);
+  EXPECT_EQ(pool.free_pages(), 1);
+  pool.release(*a);
+  EXPECT_EQ(pool.free_pages(), 2);
+  EXPECT_THROW(pool.release(*a), Error);
+  EXPECT_THROW(pool.retain(7), Error);
+}
+
+}  // namespace
+}  // namespace oscar
