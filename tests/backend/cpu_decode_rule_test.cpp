@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/sequence_runner.h"
 #include "format/documents.h"
 #include "model/model_weights.h"
 #include "quant/kv_rotations.h"
@@ -32,23 +33,8 @@ std::vector<int32_t> sample_tokens(size_t count) {
   return tokens;
 }
 
-// Runs `tokens` through a fresh sequence in chunks of `chunk` and returns every position's logits.
 std::vector<float> run(Backend& backend, const std::vector<int32_t>& tokens, size_t chunk) {
-  const KvCacheConfig& kv = backend.kv_config();
-  KvPagePools pools{PagePool(int32_t(backend.kv_capacity().full)),
-                    PagePool(int32_t(backend.kv_capacity().quantized))};
-  SequencePages pages;
-  std::vector<float> all;
-  StepLogits logits;
-  for (size_t start = 0; start < tokens.size(); start += chunk) {
-    const size_t count = std::min(chunk, tokens.size() - start);
-    EXPECT_TRUE(pages.reserve(int64_t(count), kv, pools));
-    const SequenceStep step{std::span(tokens).subspan(start, count), &pages, true};
-    backend.forward({&step, 1}, logits);
-    pages.commit(int64_t(count), kv, pools);
-    all.insert(all.end(), logits.values.begin(), logits.values.end());
-  }
-  return all;
+  return run_sequence(backend, tokens, {.chunk_tokens = int64_t(chunk), .all_logits = true});
 }
 
 double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {

@@ -1,0 +1,57 @@
+#pragma once
+// The activation observers of the two calibration passes and of held-out error reports.
+#include <vector>
+
+#include "backend/backend.h"
+#include "calibration/covariance.h"
+#include "model/model_config.h"
+
+namespace oscar {
+
+// Pass 1: sums of q^T q per (layer, KV head) over the query heads of each KV group.
+class QueryCovarianceObserver : public ActivationObserver {
+ public:
+  explicit QueryCovarianceObserver(const ModelConfig& config);
+  void observe(const AttentionInputs& inputs) override;
+  const OuterProductSums& sums() const { return sums_; }
+
+ private:
+  const ModelConfig& config_;
+  OuterProductSums sums_;
+};
+
+// Pass 2: sums of w_t v_t^T v_t with w_t = k_t C_Q k_t^T, per (layer, KV head); `query_covariance`
+// holds C_Q for each slot (layer * num_kv_heads + kv_head).
+class ValueCovarianceObserver : public ActivationObserver {
+ public:
+  ValueCovarianceObserver(const ModelConfig& config, std::vector<std::vector<double>> query_covariance);
+  void observe(const AttentionInputs& inputs) override;
+  const OuterProductSums& sums() const { return sums_; }
+
+ private:
+  const ModelConfig& config_;
+  std::vector<std::vector<double>> query_covariance_;
+  OuterProductSums sums_;
+};
+
+// Keeps copies of every layer's q, k, v (one short sequence, for error reports).
+class ActivationRecorder : public ActivationObserver {
+ public:
+  explicit ActivationRecorder(const ModelConfig& config);
+  void observe(const AttentionInputs& inputs) override;
+  // [tokens][num_heads][D] / [tokens][num_kv_heads][D] of one layer, over all steps so far.
+  const std::vector<float>& queries(int64_t layer) const { return queries_[size_t(layer)]; }
+  const std::vector<float>& keys(int64_t layer) const { return keys_[size_t(layer)]; }
+  const std::vector<float>& values(int64_t layer) const { return values_[size_t(layer)]; }
+  int64_t tokens(int64_t layer) const;
+
+ private:
+  const ModelConfig& config_;
+  std::vector<std::vector<float>> queries_, keys_, values_;
+};
+
+// Rows of one KV head (or of one query head group) pulled out of [tokens][heads][D].
+std::vector<float> head_rows(const std::vector<float>& data, int64_t tokens, int64_t heads,
+                             int64_t first_head, int64_t head_count, int64_t head_dim);
+
+}  // namespace oscar
