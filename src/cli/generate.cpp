@@ -41,7 +41,8 @@ void run_generate(const GenerateOptions& o) {
   const ModelConfig& model = session.weights.config;
   std::string text = prompt_text(o);
   if (o.chat) {
-    text = format_chat({{"user", text}}, chat_format_for(model.architecture_name), true);
+    const std::vector<ChatMessage> messages = {{"user", text}};
+    text = format_chat(messages, chat_format_for(model.architecture_name), true);
   }
   GenerationRequest request;
   request.prompt = session.tokenizer->encode(text);

@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   } catch (const oscar::Error& error) {
     fmt::print(stderr, "oscar: error: {}\n", error.what());
     return 1;
+  } catch (const std::exception& error) {
+    // Not an anticipated failure (out of memory, a library error): still one line, never a crash.
+    fmt::print(stderr, "oscar: internal error: {}\n", error.what());
+    return 2;
   }
   return oscar::cli::exit_code();
 }

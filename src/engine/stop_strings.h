@@ -3,6 +3,7 @@
 // a stop string, and a completed stop string (and anything after it) is never released, as in
 // the OpenAI API.
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 

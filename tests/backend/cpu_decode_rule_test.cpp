@@ -84,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(
                       FormatCase{"int2_quarot", KvDtype::int2, KvMethod::quarot, 128},
                       FormatCase{"int2_kivi", KvDtype::int2, KvMethod::kivi, 32},
                       FormatCase{"int4_quarot", KvDtype::int4, KvMethod::quarot, 64}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& case_info) { return std::string(case_info.param.name); });
 
 TEST(DecodeRule, QuantizationChangesLogitsOnlyBeyondTheWindow) {
   BackendOptions exact;

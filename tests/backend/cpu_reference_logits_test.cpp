@@ -87,7 +87,7 @@ TEST_P(CpuReferenceLogits, MatchesTransformersAndGreedyContinuation) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KvDtypes, CpuReferenceLogits, ::testing::Values(KvDtype::f32, KvDtype::bf16),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         [](const auto& case_info) { return std::string(to_string(case_info.param)); });
 
 }  // namespace
 }  // namespace oscar

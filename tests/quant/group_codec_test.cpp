@@ -99,9 +99,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(CodecCase{2, 64, ParamFormat::f16}, CodecCase{2, 128, ParamFormat::f16},
                       CodecCase{2, 32, ParamFormat::bf16}, CodecCase{4, 64, ParamFormat::f16},
                       CodecCase{4, 128, ParamFormat::bf16}),
-    [](const auto& info) {
-      return "int" + std::to_string(info.param.bits) + "_g" + std::to_string(info.param.group) +
-             (info.param.format == ParamFormat::f16 ? "_f16" : "_bf16");
+    [](const auto& case_info) {
+      return "int" + std::to_string(case_info.param.bits) + "_g" + std::to_string(case_info.param.group) +
+             (case_info.param.format == ParamFormat::f16 ? "_f16" : "_bf16");
     });
 
 TEST(GroupCodec, ConstantGroupRestoresExactly) {

@@ -1,0 +1,109 @@
+// `oscar generate` as a user runs it: the exact greedy continuation, and one-line errors with a
+// non-zero exit for bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "support/test_paths.h"
+
+namespace oscar {
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string stdout_text;
+  std::string stderr_text;
+};
+
+CommandResult run_oscar(const std::string& arguments) {
+  const std::string dir = testing::make_temp_dir("cli");
+  const std::string err_path = dir + "/stderr";
+  const std::string command =
+      std::string(OSCAR_BINARY_DIR) + "/src/cli/oscar " + arguments + " 2>" + err_path;
+  CommandResult result;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer{};
+  size_t n = 0;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.stdout_text.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  result.stderr_text.assign(std::istreambuf_iterator<char>(err), {});
+  return result;
+}
+
+TEST(GenerateCommand, GreedyContinuationMatchesTransformers) {
+  // transformers' greedy continuation of this prompt (models/testbed/reference, case 0).
+  const CommandResult r = run_oscar("generate --prompt \"The quick brown fox\" --max-tokens 16 --temperature 0");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stdout_text, "es, and the\n      sixth of the fifth of the\n");
+  EXPECT_NE(r.stderr_text.find("prompt 6 tokens, generated 16 tokens"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("KiB/token"), std::string::npos);
+}
+
+TEST(GenerateCommand, GreedyIsDeterministicAcrossKvFormats) {
+  const std::string args = "generate --prompt \"int main(void) {\" --max-tokens 24 --temperature 0 ";
+  const CommandResult first = run_oscar(args + "--kv-cache-dtype int2 --kv-method quarot --kv-sink-tokens 4 --kv-recent-tokens 8");
+  const CommandResult second = run_oscar(args + "--kv-cache-dtype int2 --kv-method quarot --kv-sink-tokens 4 --kv-recent-tokens 8 --prefill-chunk 3");
+  ASSERT_EQ(first.exit_code, 0) << first.stderr_text;
+  EXPECT_EQ(first.stdout_text, second.stdout_text);
+  EXPECT_NE(first.stderr_text.find("int2 quarot"), std::string::npos) << first.stderr_text;
+}
+
+std::string copy_testbed(const std::string& label) {
+  namespace fs = std::filesystem;
+  const std::string dir = testing::make_temp_dir(label);
+  for (const char* name : {"config.json", "tokenizer.json", "model.safetensors", "generation_config.json"}) {
+    fs::copy_file(testing::testbed_model_dir() + "/" + name, dir + "/" + name);
+  }
+  return dir;
+}
+
+void expect_one_line_error(const CommandResult& r, const std::string& fragment) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(r.stdout_text.empty()) << r.stdout_text;
+  EXPECT_NE(r.stderr_text.find(fragment), std::string::npos) << r.stderr_text;
+  EXPECT_EQ(std::count(r.stderr_text.begin(), r.stderr_text.end(), '\n'), 1) << r.stderr_text;
+}
+
+TEST(GenerateCommand, CorruptedModelDirectoryGivesAClearError) {
+  const std::string truncated = copy_testbed("truncated");
+  std::filesystem::resize_file(truncated + "/model.safetensors", 1 << 20);
+  expect_one_line_error(run_oscar("generate --model " + truncated + " --prompt hi"), "model.safetensors");
+
+  const std::string no_tokenizer = copy_testbed("no-tokenizer");
+  std::filesystem::remove(no_tokenizer + "/tokenizer.json");
+  expect_one_line_error(run_oscar("generate --model " + no_tokenizer + " --prompt hi"), "tokenizer.json");
+
+  const std::string wrong_arch = copy_testbed("wrong-arch");
+  {
+    std::ifstream in(wrong_arch + "/config.json");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    text.replace(text.find("Qwen3ForCausalLM"), 16, "MistralForCausalLM");
+    std::ofstream(wrong_arch + "/config.json") << text;
+  }
+  expect_one_line_error(run_oscar("generate --model " + wrong_arch + " --prompt hi"), "unsupported architecture");
+  expect_one_line_error(run_oscar("generate --model /nonexistent --prompt hi"), "/nonexistent");
+}
+
+TEST(GenerateCommand, BadPromptsAndFlags) {
+  const std::string dir = testing::make_temp_dir("prompts");
+  std::ofstream(dir + "/bad.txt") << "abc\xff\xfe";
+  expect_one_line_error(run_oscar("generate --prompt-file " + dir + "/bad.txt"), "invalid UTF-8");
+  std::ofstream long_prompt(dir + "/long.txt");
+  for (int i = 0; i < 9000; ++i) long_prompt << "word ";
+  long_prompt.close();
+  expect_one_line_error(run_oscar("generate --prompt-file " + dir + "/long.txt"), "context");
+  expect_one_line_error(run_oscar("generate --prompt x --kv-cache-dtype int3"), "--kv-cache-dtype");
+  expect_one_line_error(run_oscar("generate --prompt x --kv-cache-dtype int2 --kv-method oscar"), "--kv-rotations");
+  expect_one_line_error(run_oscar("generate --prompt x --temperature -1"), "temperature");
+}
+
+}  // namespace
+}  // namespace oscar
