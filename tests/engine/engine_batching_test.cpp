@@ -1,0 +1,169 @@
+// The engine on the testbed: continuous batching gives every request exactly what it gets alone,
+// preemption and pool exhaustion never fail a request, and cancellation returns pages.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/engine.h"
+#include "model/model_weights.h"
+#include "support/test_paths.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+namespace oscar {
+namespace {
+
+const ModelWeights& testbed() {
+  static const ModelWeights weights = load_model(testing::testbed_model_dir());
+  return weights;
+}
+
+const Tokenizer& tokenizer() {
+  static const Tokenizer t = Tokenizer::load(testing::testbed_model_dir());
+  return t;
+}
+
+KvCacheConfig int2_config() {
+  KvCacheConfig kv;
+  kv.dtype = KvDtype::int2;
+  kv.method = KvMethod::quarot;
+  kv.sink_tokens = 8;
+  kv.recent_tokens = 24;
+  kv.page_size_tokens = 16;
+  return kv;
+}
+
+std::unique_ptr<Engine> make_test_engine(KvCacheConfig kv, KvPageCounts capacity, int64_t max_seqs,
+                                         int64_t chunk = 64) {
+  BackendOptions options;
+  options.kv = kv;
+  options.capacity = capacity;
+  EngineOptions engine_options;
+  engine_options.scheduler.max_num_seqs = max_seqs;
+  engine_options.scheduler.prefill_chunk_tokens = chunk;
+  engine_options.scheduler.max_step_tokens = 256;
+  return std::make_unique<Engine>(make_backend(testbed(), options), &tokenizer(), engine_options);
+}
+
+GenerationRequest greedy(const std::string& prompt, int64_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = tokenizer().encode(prompt);
+  r.sampling.temperature = 0;
+  r.stop.max_tokens = max_tokens;
+  return r;
+}
+
+struct Finished {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason reason = FinishReason::none;
+};
+
+std::map<RequestId, Finished> run_all(Engine& engine) {
+  std::map<RequestId, Finished> results;
+  for (int steps = 0; !engine.idle(); ++steps) {
+    EXPECT_LT(steps, 5000) << "engine does not finish";
+    for (const RequestOutput& out : engine.step()) {
+      Finished& f = results[out.id];
+      f.tokens.insert(f.tokens.end(), out.tokens.begin(), out.tokens.end());
+      f.text += out.text;
+      if (out.finished) f.reason = out.finish_reason;
+    }
+  }
+  return results;
+}
+
+const std::vector<std::string> kPrompts = {
+    "The quick brown fox", "#include <linux/module.h>\nstatic int", "for (i = 0; i < n; i++)",
+    "The pass key is 48213. Remember it.", "Debian packages are built from", "int main(void) {",
+    "What is the pass key? The pass key is", "struct file_operations fops = {"};
+
+TEST(EngineBatching, BatchedRequestsEqualTheSameRequestsAlone) {
+  std::vector<Finished> alone;
+  for (const auto& prompt : kPrompts) {
+    auto engine = make_test_engine(int2_config(), {64, 64}, 1);
+    engine->submit(greedy(prompt, 40));
+    alone.push_back(run_all(*engine).begin()->second);
+  }
+  auto engine = make_test_engine(int2_config(), {256, 256}, 8, /*chunk=*/5);
+  std::vector<RequestId> ids;
+  for (const auto& prompt : kPrompts) ids.push_back(engine->submit(greedy(prompt, 40)));
+  const auto together = run_all(*engine);
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    EXPECT_EQ(together.at(ids[i]).tokens, alone[i].tokens) << kPrompts[i];
+    EXPECT_EQ(together.at(ids[i]).text, alone[i].text);
+    EXPECT_EQ(together.at(ids[i]).reason, FinishReason::length);
+  }
+  EXPECT_EQ(engine->pools().full.free_pages(), 256);
+  EXPECT_EQ(engine->pools().quantized.free_pages(), 256);
+}
+
+TEST(EngineBatching, ExhaustedPoolPreemptsAndStillFinishesEveryRequest) {
+  std::vector<Finished> alone;
+  for (const auto& prompt : kPrompts) {
+    auto engine = make_test_engine(int2_config(), {64, 64}, 1);
+    engine->submit(greedy(prompt, 60));
+    alone.push_back(run_all(*engine).begin()->second);
+  }
+  // Room for roughly three sequences at a time: the rest wait or are preempted and recomputed.
+  auto engine = make_test_engine(int2_config(), {14, 12}, 8);
+  std::vector<RequestId> ids;
+  for (const auto& prompt : kPrompts) ids.push_back(engine->submit(greedy(prompt, 60)));
+  const auto together = run_all(*engine);
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    EXPECT_EQ(together.at(ids[i]).tokens, alone[i].tokens) << kPrompts[i];
+  }
+  EXPECT_GT(engine->scheduler().preemptions(), 0);
+  EXPECT_EQ(engine->pools().full.free_pages(), 14);
+  EXPECT_EQ(engine->pools().quantized.free_pages(), 12);
+}
+
+TEST(EngineBatching, CancelReturnsPagesAndOthersContinue) {
+  auto engine = make_test_engine(int2_config(), {64, 64}, 4);
+  const RequestId keep = engine->submit(greedy(kPrompts[0], 30));
+  const RequestId drop = engine->submit(greedy(kPrompts[1], 200));
+  for (int i = 0; i < 10; ++i) engine->step();
+  engine->cancel(drop);
+  const auto results = run_all(*engine);
+  EXPECT_EQ(results.at(keep).reason, FinishReason::length);
+  EXPECT_EQ(results.at(drop).reason, FinishReason::cancelled);
+  EXPECT_EQ(engine->pools().full.free_pages(), 64);
+}
+
+TEST(EngineBatching, PromptLogprobsAndStops) {
+  auto engine = make_test_engine(KvCacheConfig{}, {64, 0}, 2);
+  GenerationRequest scored = greedy("The quick brown fox jumps over the lazy dog", 0);
+  scored.prompt_logprobs = true;
+  const RequestId id = engine->submit(scored);
+  GenerationRequest stopped = greedy("The quick brown fox", 16);
+  stopped.stop.stop_strings = {"sixth"};
+  const RequestId stop_id = engine->submit(stopped);
+  std::vector<float> logprobs;
+  for (int steps = 0; !engine->idle() && steps < 100; ++steps) {
+    for (const auto& out : engine->step()) {
+      if (out.id == id && !out.prompt_logprobs.empty()) logprobs = out.prompt_logprobs;
+    }
+  }
+  EXPECT_EQ(logprobs.size(), scored.prompt.size() - 1);
+  for (const float lp : logprobs) EXPECT_LT(lp, 0.0f);
+  auto engine2 = make_test_engine(KvCacheConfig{}, {64, 0}, 1);
+  engine2->submit(stopped);
+  const auto result = run_all(*engine2).begin()->second;
+  EXPECT_EQ(result.text, "es, and the\n      ");
+  EXPECT_EQ(result.reason, FinishReason::stop);
+  (void)stop_id;
+}
+
+TEST(EngineBatching, RejectsRequestsThatCanNeverRun) {
+  auto engine = make_test_engine(int2_config(), {8, 8}, 2);
+  EXPECT_THROW(engine->submit(greedy("hello", 5000)), Error);  // needs more pages than the pool
+  GenerationRequest empty;
+  EXPECT_THROW(engine->submit(empty), Error);
+  GenerationRequest bad_token = greedy("hi", 4);
+  bad_token.prompt.push_back(99999);
+  EXPECT_THROW(engine->submit(bad_token), Error);
+  EXPECT_THROW(engine->submit(greedy("hi", 0)), Error);
+}
+
+}  // namespace
+}  // namespace oscar
