@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstring>
 #include <map>
-#include <random>
 
 #include "util/error.h"
 #include "util/file_io.h"
@@ -123,6 +122,25 @@ ModelWeights load_model(const std::string& model_dir) {
   return weights;
 }
 
+namespace {
+
+// splitmix64: a counter-based generator, so every element is a pure function of (seed, tensor,
+// index) and the tensor fills in parallel, identically for any thread count.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Uniform on [-a, a] with a = std * sqrt(3), so the values have the requested standard deviation.
+float uniform_value(uint64_t bits, float std) {
+  const float unit = float(bits >> 40) * (1.0f / float(1ull << 24));  // [0, 1)
+  return (2.0f * unit - 1.0f) * std * 1.7320508f;
+}
+
+}  // namespace
+
 ModelWeights make_random_model(const ModelConfig& config, uint64_t seed) {
   ModelWeights weights;
   weights.config = config;
@@ -138,20 +156,14 @@ ModelWeights make_random_model(const ModelConfig& config, uint64_t seed) {
     auto& buffer = weights.owned_buffers.emplace_back(size_t(count) * 2);
     auto* values = reinterpret_cast<uint16_t*>(buffer.data());
     const bool is_norm = spec.shape.size() == 1;
-    // Each tensor gets its own stream, filled in parallel blocks: deterministic for any thread count.
-    const int64_t block = 1 << 16;
+    const uint64_t stream = splitmix64(seed ^ splitmix64(++tensor_index));
 #pragma omp parallel for schedule(static)
-    for (int64_t start = 0; start < count; start += block) {
-      std::mt19937_64 engine(seed ^ (tensor_index * 0x9e3779b97f4a7c15ull) ^ uint64_t(start));
-      std::normal_distribution<float> normal(0.0f, is_norm ? 0.05f : 0.02f);
-      const int64_t end = std::min(count, start + block);
-      for (int64_t i = start; i < end; ++i) {
-        values[i] = float_to_bf16(is_norm ? 1.0f + normal(engine) : normal(engine));
-      }
+    for (int64_t i = 0; i < count; ++i) {
+      const float noise = uniform_value(splitmix64(stream + uint64_t(i)), is_norm ? 0.05f : 0.02f);
+      values[i] = float_to_bf16(is_norm ? 1.0f + noise : noise);
     }
     view.data = std::span<const std::byte>(buffer.data(), buffer.size());
     *spec.target = view;
-    ++tensor_index;
   }
   if (config.tie_word_embeddings) weights.lm_head = weights.embed_tokens;
   return weights;

@@ -43,7 +43,7 @@ struct ModelWeights {
 // shards listed in model.safetensors.index.json).
 ModelWeights load_model(const std::string& model_dir);
 
-// Random weights of the config's exact shapes (bf16, normal with std 0.02, norms near 1), for
+// Random weights of the config's exact shapes (bf16, uniform with std 0.02, norms near 1), for
 // benchmarks at real model sizes. Deterministic in `seed`.
 ModelWeights make_random_model(const ModelConfig& config, uint64_t seed);
 
