@@ -1,5 +1,7 @@
 #include "cli/commands.h"
 
+#include <omp.h>
+
 namespace oscar::cli {
 namespace {
 int g_exit_code = 0;
@@ -7,7 +9,10 @@ int g_exit_code = 0;
 
 void register_commands(CLI::App& app) {
   register_generate(app);
+  register_bench(app);
 }
+
+int omp_threads() { return omp_get_max_threads(); }
 
 int exit_code() { return g_exit_code; }
 void set_exit_code(int code) { g_exit_code = code; }

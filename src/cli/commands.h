@@ -7,7 +7,10 @@ namespace oscar::cli {
 // and records the exit code (errors inside callbacks are oscar::Error, reported by main).
 void register_commands(CLI::App& app);
 void register_generate(CLI::App& app);
+void register_bench(CLI::App& app);
+void register_bench_cpu(CLI::App& bench);
 int exit_code();
+int omp_threads();  // threads the CPU backend uses by default
 void set_exit_code(int code);
 
 }  // namespace oscar::cli
