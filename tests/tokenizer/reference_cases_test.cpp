@@ -59,7 +59,7 @@ TEST(TokenizerReference, StreamingNeverSplitsACharacter) {
 }
 
 TEST(Tokenizer, RejectsInvalidUtf8) {
-  for (const std::string bad : {std::string("ab\xff"), std::string("\xc3"), std::string("\xed\xa0\x80"),
+  for (const std::string& bad : {std::string("ab\xff"), std::string("\xc3"), std::string("\xed\xa0\x80"),
                                 std::string("\xc0\xaf"), std::string("x\xf4\x90\x80\x80")}) {
     EXPECT_THROW(testbed_tokenizer().encode(bad), Error);
   }
