@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/sequence_runner.h"
+#include "backend/activation_recorder.h"
 #include "calibration/calibration_observers.h"
 #include "calibration/rotation_builder.h"
 #include "quant/hadamard.h"
@@ -68,8 +69,8 @@ std::vector<LayerErrorReport> held_out_errors(const ActivationRecorder& recorder
   const int64_t group = config.group_size();
   const auto hadamard_double = hadamard_matrix(d);
   const std::vector<float> hadamard(hadamard_double.begin(), hadamard_double.end());
-  const RowCodec key_codec{options.bits, options.group_size, options.param_format, options.clip_ratio_k};
-  const RowCodec value_codec{options.bits, options.group_size, options.param_format, options.clip_ratio_v};
+  const RowCodec key_codec{options.bits, options.group_size, options.param_format, {options.clip_ratio_k}};
+  const RowCodec value_codec{options.bits, options.group_size, options.param_format, {options.clip_ratio_v}};
   std::vector<LayerErrorReport> reports(size_t(config.num_layers));
   parallel_for(0, config.num_layers, [&](int64_t layer) {
     const int64_t tokens = recorder.tokens(layer);

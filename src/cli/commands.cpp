@@ -9,6 +9,8 @@ int g_exit_code = 0;
 
 void register_commands(CLI::App& app) {
   register_generate(app);
+  register_calibrate(app);
+  register_eval(app);
   register_bench(app);
 }
 

@@ -19,10 +19,13 @@ void add_model_options(CLI::App& command, ModelOptions& o) {
   command.add_option("--kv-group-size", o.kv_group_size,
                      "channels per quantization group (KIVI keys: tokens per group): 32, 64 or 128")
       ->capture_default_str();
-  command.add_option("--kv-scale-format", o.kv_scale_format, "storage of group scale and zero: f16 or bf16")
+  command.add_option("--kv-scale-format", o.kv_scale_format,
+                     "storage of group scale and zero: f16, bf16 (4 bytes) or q8 (2 bytes)")
       ->capture_default_str();
   command.add_option("--kv-clip-k", o.kv_clip_k, "key clip ratio (default 0.96 for oscar, else 1)");
   command.add_option("--kv-clip-v", o.kv_clip_v, "value clip ratio (default 0.92 for oscar, else 1)");
+  command.add_flag("--kv-clip-search", o.kv_clip_search,
+                   "choose each group's clip ratio for least squared error (overrides the ratios)");
   command.add_option("--kv-sink-tokens", o.kv_sink_tokens, "first tokens kept in bf16")
       ->capture_default_str();
   command.add_option("--kv-recent-tokens", o.kv_recent_tokens, "most recent tokens kept in bf16")
@@ -49,6 +52,7 @@ KvCacheConfig kv_cache_config(const ModelOptions& o) {
   const bool oscar = c.method == KvMethod::oscar;
   c.clip_ratio_k = o.kv_clip_k.value_or(oscar ? 0.96f : 1.0f);
   c.clip_ratio_v = o.kv_clip_v.value_or(oscar ? 0.92f : 1.0f);
+  c.clip_search = o.kv_clip_search;
   c.sink_tokens = o.kv_sink_tokens;
   c.recent_tokens = o.kv_recent_tokens;
   c.page_size_tokens = o.kv_page_size.value_or(c.keys_per_channel() ? std::max(64, c.group_size) : 64);

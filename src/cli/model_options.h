@@ -23,6 +23,7 @@ struct ModelOptions {
   std::string kv_scale_format = "f16";
   std::optional<float> kv_clip_k;
   std::optional<float> kv_clip_v;
+  bool kv_clip_search = false;
   int64_t kv_sink_tokens = 64;
   int64_t kv_recent_tokens = 256;
   std::optional<int> kv_page_size;

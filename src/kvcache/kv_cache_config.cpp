@@ -29,7 +29,12 @@ std::string_view to_string(KvMethod method) {
 }
 
 std::string_view to_string(ParamFormat format) {
-  return format == ParamFormat::f16 ? "f16" : "bf16";
+  switch (format) {
+    case ParamFormat::f16: return "f16";
+    case ParamFormat::bf16: return "bf16";
+    case ParamFormat::q8: return "q8";
+  }
+  return "?";
 }
 
 KvDtype parse_kv_dtype(std::string_view text) {
@@ -49,7 +54,8 @@ KvMethod parse_kv_method(std::string_view text) {
 ParamFormat parse_param_format(std::string_view text) {
   if (text == "f16") return ParamFormat::f16;
   if (text == "bf16") return ParamFormat::bf16;
-  fail("--kv-scale-format: unknown value '{}' (choose f16 or bf16)", text);
+  if (text == "q8") return ParamFormat::q8;
+  fail("--kv-scale-format: unknown value '{}' (choose f16, bf16 or q8)", text);
 }
 
 void validate(const KvCacheConfig& c, int64_t head_dim) {
@@ -75,9 +81,11 @@ std::string describe(const KvCacheConfig& c) {
   if (!c.quantized()) {
     return fmt::format("{} page {}", to_string(c.dtype), c.page_size_tokens);
   }
-  return fmt::format("{} {} g{} {} clip {:.2f}/{:.2f} sink {} recent {} page {}", to_string(c.dtype),
-                     to_string(c.method), c.group_size, to_string(c.param_format), c.clip_ratio_k,
-                     c.clip_ratio_v, c.sink_tokens, c.recent_tokens, c.page_size_tokens);
+  const std::string clip =
+      c.clip_search ? "clip search" : fmt::format("clip {:.2f}/{:.2f}", c.clip_ratio_k, c.clip_ratio_v);
+  return fmt::format("{} {} g{} {} {} sink {} recent {} page {}", to_string(c.dtype), to_string(c.method),
+                     c.group_size, to_string(c.param_format), clip, c.sink_tokens, c.recent_tokens,
+                     c.page_size_tokens);
 }
 
 int64_t quantized_end(const KvCacheConfig& c, int64_t num_tokens, int64_t full_precision_until) {

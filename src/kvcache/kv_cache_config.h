@@ -22,6 +22,7 @@ struct KvCacheConfig {
   ParamFormat param_format = ParamFormat::f16;
   float clip_ratio_k = 1.0f;   // scales each group's min and max before quantizing keys
   float clip_ratio_v = 1.0f;
+  bool clip_search = false;    // instead, pick each group's ratio for least squared error
   int64_t sink_tokens = 64;    // the first tokens, always full precision
   int64_t recent_tokens = 256; // the most recent tokens, full precision
   int page_size_tokens = 64;
@@ -31,6 +32,8 @@ struct KvCacheConfig {
   int bits() const { return dtype == KvDtype::int2 ? 2 : dtype == KvDtype::int4 ? 4 : 0; }
   bool rotates_keys() const { return quantized() && (method == KvMethod::quarot || method == KvMethod::oscar); }
   bool keys_per_channel() const { return quantized() && method == KvMethod::kivi; }
+  ClipPolicy key_clip() const { return {clip_ratio_k, clip_search}; }
+  ClipPolicy value_clip() const { return {clip_ratio_v, clip_search}; }
   // The storage dtype of full-precision pages (sink, recent window, and bf16 caches).
   KvDtype full_dtype() const { return dtype == KvDtype::f32 ? KvDtype::f32 : KvDtype::bf16; }
 };

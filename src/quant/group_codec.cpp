@@ -9,37 +9,71 @@
 namespace oscar {
 namespace {
 
-float round_param(float value, ParamFormat format) {
+constexpr float kQ8ZeroSteps = 16.0f;  // zero = z * scale / 16
+
+int q8_exponent_at_least(float scale) {
+  const double exponent = std::ceil(12.0 * (std::log2(double(scale)) + 12.0) - 1e-9);
+  return int(std::clamp(exponent, 0.0, 255.0));
+}
+
+int q8_zero_code(float zero, float scale) {
+  return int(std::clamp(std::nearbyint(zero * kQ8ZeroSteps / scale), -128.0f, 127.0f));
+}
+
+GroupParams q8_params_for_range(float lo, float hi, int bits) {
+  const float levels = float((1 << bits) - 1);
+  int exponent = q8_exponent_at_least(std::max((hi - lo) / levels, 1e-30f));
+  // A zero far outside +-8 steps needs a coarser scale to stay representable.
+  while (exponent < 255 && std::abs(lo * kQ8ZeroSteps / q8_scale(exponent)) > 127.5f) ++exponent;
+  const float scale = q8_scale(exponent);
+  return {scale, float(q8_zero_code(lo, scale)) * scale / kQ8ZeroSteps};
+}
+
+float round_half(float value, ParamFormat format) {
   return format == ParamFormat::f16 ? round_to_fp16(value) : round_to_bf16(value);
 }
 
-uint16_t encode_param(float value, ParamFormat format) {
-  return format == ParamFormat::f16 ? float_to_fp16(value) : float_to_bf16(value);
-}
-
-float decode_param(uint16_t bits, ParamFormat format) {
-  return format == ParamFormat::f16 ? fp16_to_float(bits) : bf16_to_float(bits);
+double squared_error(std::span<const float> values, GroupParams p, int bits) {
+  const float max_code = float((1 << bits) - 1);
+  double error = 0;
+  for (const float v : values) {
+    const float code = std::clamp(std::nearbyint((v - p.zero) / p.scale), 0.0f, max_code);
+    const double diff = double(v) - double(code * p.scale + p.zero);
+    error += diff * diff;
+  }
+  return error;
 }
 
 }  // namespace
 
-GroupParams choose_group_params(std::span<const float> values, int bits, float clip_ratio,
-                                ParamFormat format) {
-  float low = values[0];
-  float high = values[0];
-  for (const float v : values) {
-    low = std::min(low, v);
-    high = std::max(high, v);
-  }
-  low *= clip_ratio;
-  high *= clip_ratio;
+float q8_scale(int exponent_code) { return std::exp2(float(exponent_code) / 12.0f - 12.0f); }
+
+GroupParams params_for_range(float lo, float hi, int bits, ParamFormat format) {
+  if (format == ParamFormat::q8) return q8_params_for_range(lo, hi, bits);
   const float levels = float((1 << bits) - 1);
-  GroupParams params;
-  params.zero = round_param(low, format);
-  params.scale = round_param((high - low) / levels, format);
+  GroupParams params{round_half((hi - lo) / levels, format), round_half(lo, format)};
   // A constant group (or one whose range underflows the format) still needs a usable scale.
-  if (!(params.scale > 0.0f)) params.scale = round_param(1e-6f, format);
+  if (!(params.scale > 0.0f)) params.scale = round_half(1e-6f, format);
   return params;
+}
+
+GroupParams choose_group_params(std::span<const float> values, int bits, ClipPolicy clip,
+                                ParamFormat format) {
+  const auto [low_it, high_it] = std::minmax_element(values.begin(), values.end());
+  const float low = *low_it, high = *high_it;
+  if (!clip.search) return params_for_range(low * clip.ratio, high * clip.ratio, bits, format);
+  GroupParams best{};
+  double best_error = 0;
+  for (size_t i = 0; i < kClipCandidates.size(); ++i) {
+    const float c = kClipCandidates[i];
+    const GroupParams candidate = params_for_range(low * c, high * c, bits, format);
+    const double error = squared_error(values, candidate, bits);
+    if (i == 0 || error < best_error) {
+      best = candidate;
+      best_error = error;
+    }
+  }
+  return best;
 }
 
 void quantize_group(std::span<const float> values, GroupParams params, int bits, uint8_t* codes) {
@@ -66,14 +100,27 @@ void dequantize_group(const uint8_t* codes, int first, int count, GroupParams pa
 }
 
 void store_params(GroupParams params, ParamFormat format, uint8_t* out) {
-  const uint16_t encoded[2] = {encode_param(params.scale, format), encode_param(params.zero, format)};
+  if (format == ParamFormat::q8) {
+    // Exact inverse of load_params for parameters made by params_for_range.
+    out[0] = uint8_t(std::clamp(std::nearbyint(12.0f * (std::log2(params.scale) + 12.0f)), 0.0f, 255.0f));
+    out[1] = uint8_t(int8_t(q8_zero_code(params.zero, q8_scale(out[0]))));
+    return;
+  }
+  const bool f16 = format == ParamFormat::f16;
+  const uint16_t encoded[2] = {f16 ? float_to_fp16(params.scale) : float_to_bf16(params.scale),
+                               f16 ? float_to_fp16(params.zero) : float_to_bf16(params.zero)};
   std::memcpy(out, encoded, sizeof(encoded));
 }
 
 GroupParams load_params(const uint8_t* in, ParamFormat format) {
+  if (format == ParamFormat::q8) {
+    const float scale = q8_scale(in[0]);
+    return {scale, float(int8_t(in[1])) * scale / kQ8ZeroSteps};
+  }
   uint16_t encoded[2];
   std::memcpy(encoded, in, sizeof(encoded));
-  return {decode_param(encoded[0], format), decode_param(encoded[1], format)};
+  if (format == ParamFormat::f16) return {fp16_to_float(encoded[0]), fp16_to_float(encoded[1])};
+  return {bf16_to_float(encoded[0]), bf16_to_float(encoded[1])};
 }
 
 }  // namespace oscar

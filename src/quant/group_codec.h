@@ -3,27 +3,44 @@
 // the codec of every quantized KV format (OSCAR method spec, "Storage"):
 //   clip:  lo = c * min(x), hi = c * max(x)        (c = clip ratio, 1 = no clipping)
 //   scale: s = (hi - lo) / (2^bits - 1), zero z = lo, both rounded to their storage format
-//   code:  q = clamp(round((x - z) / s), 0, 2^bits - 1);   x' = q * s + z
+//   code:  q = clamp(rint((x - z) / s), 0, 2^bits - 1);   x' = q * s + z
+// With clip search, c is chosen per group from kClipCandidates to minimise the group's squared
+// reconstruction error (measured with the stored, rounded parameters).
 // Codes are packed little-end first: element i of a group sits in byte i * bits / 8 at bit
 // (i * bits) % 8.
+#include <array>
 #include <cstdint>
 #include <span>
 
 namespace oscar {
 
-// How the per-group scale and zero are stored: two fp16 or two bf16 values (4 bytes a group).
-enum class ParamFormat : uint8_t { f16, bf16 };
+// How the per-group scale and zero are stored:
+//   f16, bf16: two 16-bit floats (4 bytes a group);
+//   q8: one byte each (2 bytes a group): scale = 2^(e/12 - 12) for e in 0..255 (a 5.9% grid over
+//       2^-12..2^9.25), zero = z * scale / 16 for a signed byte z.
+enum class ParamFormat : uint8_t { f16, bf16, q8 };
 
 struct GroupParams {
   float scale = 0;
   float zero = 0;
 };
 
-constexpr int param_bytes_per_group(ParamFormat) { return 4; }
+struct ClipPolicy {
+  float ratio = 1.0f;   // used as is unless `search`
+  bool search = false;  // pick the best of kClipCandidates per group
+};
+
+inline constexpr std::array<float, 8> kClipCandidates = {1.0f, 0.96f, 0.92f, 0.88f,
+                                                         0.84f, 0.80f, 0.76f, 0.72f};
+
+constexpr int param_bytes_per_group(ParamFormat format) { return format == ParamFormat::q8 ? 2 : 4; }
 constexpr int packed_bytes(int count, int bits) { return count * bits / 8; }
 
-// Chooses scale and zero for a group (already rounded to `format`).
-GroupParams choose_group_params(std::span<const float> values, int bits, float clip_ratio,
+// Storable parameters whose grid covers [lo, hi].
+GroupParams params_for_range(float lo, float hi, int bits, ParamFormat format);
+
+// Chooses scale and zero for a group (already representable in `format`).
+GroupParams choose_group_params(std::span<const float> values, int bits, ClipPolicy clip,
                                 ParamFormat format);
 
 // Quantizes `values` with `params` into packed codes (packed_bytes(values.size(), bits) bytes).
@@ -37,5 +54,8 @@ uint8_t code_at(const uint8_t* codes, int index, int bits);
 
 void store_params(GroupParams params, ParamFormat format, uint8_t* out);
 GroupParams load_params(const uint8_t* in, ParamFormat format);
+
+// The q8 scale of exponent code e (the table kernels load).
+float q8_scale(int exponent_code);
 
 }  // namespace oscar

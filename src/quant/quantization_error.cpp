@@ -24,7 +24,7 @@ void round_trip_per_token(float* rows, int64_t tokens, int64_t d, const RowCodec
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t g = 0; g < d; g += c.group_size) {
       const std::span<const float> group(rows + t * d + g, size_t(c.group_size));
-      const GroupParams p = choose_group_params(group, c.bits, c.clip_ratio, c.param_format);
+      const GroupParams p = choose_group_params(group, c.bits, c.clip, c.param_format);
       quantize_group(group, p, c.bits, codes.data());
       dequantize_group(codes.data(), 0, c.group_size, p, c.bits, rows + t * d + g);
     }
@@ -40,7 +40,7 @@ void round_trip_per_channel(float* rows, int64_t tokens, int64_t d, const RowCod
     codes.assign(size_t(packed_bytes(int(count + 3) / 4 * 4, c.bits)), 0);
     for (int64_t j = 0; j < d; ++j) {
       for (int64_t t = 0; t < count; ++t) channel[size_t(t)] = rows[(start + t) * d + j];
-      const GroupParams p = choose_group_params(channel, c.bits, c.clip_ratio, c.param_format);
+      const GroupParams p = choose_group_params(channel, c.bits, c.clip, c.param_format);
       quantize_group(channel, p, c.bits, codes.data());
       dequantize_group(codes.data(), 0, int(count), p, c.bits, channel.data());
       for (int64_t t = 0; t < count; ++t) rows[(start + t) * d + j] = channel[size_t(t)];

@@ -14,7 +14,7 @@ struct RowCodec {
   int bits = 2;
   int group_size = 128;
   ParamFormat param_format = ParamFormat::f16;
-  float clip_ratio = 1.0f;
+  ClipPolicy clip;
   bool per_channel = false;  // KIVI keys: groups of group_size tokens per channel
 };
 

@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "calibration/calibrate.h"
+#include "backend/activation_recorder.h"
 #include "calibration/calibration_observers.h"
 #include "calibration/rotation_builder.h"
 #include "backend/sequence_runner.h"

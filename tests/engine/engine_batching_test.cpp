@@ -73,10 +73,11 @@ std::map<RequestId, Finished> run_all(Engine& engine) {
   return results;
 }
 
-const std::vector<std::string> kPrompts = {
+const std::vector<std::string> kAllPrompts = {
     "The quick brown fox", "#include <linux/module.h>\nstatic int", "for (i = 0; i < n; i++)",
     "The pass key is 48213. Remember it.", "Debian packages are built from", "int main(void) {",
     "What is the pass key? The pass key is", "struct file_operations fops = {"};
+const std::vector<std::string> kPrompts(kAllPrompts.begin(), kAllPrompts.begin() + (testing::kSanitized ? 4 : 8));
 
 TEST(EngineBatching, BatchedRequestsEqualTheSameRequestsAlone) {
   std::vector<Finished> alone;

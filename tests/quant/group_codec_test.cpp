@@ -31,15 +31,18 @@ TEST_P(GroupCodec, ErrorWithinHalfAStepWithoutClipping) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 200; ++trial) {
     const auto values = random_values(rng, c.group, 0.5f + float(trial % 7));
-    const GroupParams params = choose_group_params(values, c.bits, 1.0f, c.format);
+    const GroupParams params = choose_group_params(values, c.bits, {1.0f}, c.format);
     std::vector<uint8_t> codes(size_t(packed_bytes(c.group, c.bits)));
     quantize_group(values, params, c.bits, codes.data());
     std::vector<float> restored(values.size());
     dequantize_group(codes.data(), 0, c.group, params, c.bits, restored.data());
     // Half a step, plus what rounding scale and zero to 16 bits can shift the grid by.
     const float levels = float((1 << c.bits) - 1);
-    const float slack = (c.format == ParamFormat::f16 ? 1e-3f : 8e-3f) *
-                        (std::abs(params.zero) + levels * params.scale);
+    // q8's zero sits on a grid of scale / 16, so it can shift the levels by scale / 32.
+    const float slack = c.format == ParamFormat::q8
+                            ? params.scale / 32.0f + 1e-6f
+                            : (c.format == ParamFormat::f16 ? 1e-3f : 8e-3f) *
+                                  (std::abs(params.zero) + levels * params.scale);
     for (size_t i = 0; i < values.size(); ++i) {
       ASSERT_LE(std::abs(values[i] - restored[i]), 0.5f * params.scale + slack)
           << "trial " << trial << " element " << i;
@@ -52,8 +55,8 @@ TEST_P(GroupCodec, ClippingClampsOutliersIntoRange) {
   std::mt19937 rng(11);
   auto values = random_values(rng, c.group, 1.0f);
   values[3] = 40.0f;  // an outlier channel
-  const GroupParams clipped = choose_group_params(values, c.bits, 0.9f, c.format);
-  const GroupParams full = choose_group_params(values, c.bits, 1.0f, c.format);
+  const GroupParams clipped = choose_group_params(values, c.bits, {0.9f}, c.format);
+  const GroupParams full = choose_group_params(values, c.bits, {1.0f}, c.format);
   EXPECT_LT(clipped.scale, full.scale);
   std::vector<uint8_t> codes(size_t(packed_bytes(c.group, c.bits)));
   quantize_group(values, clipped, c.bits, codes.data());
@@ -85,28 +88,64 @@ TEST_P(GroupCodec, PackedCodesRoundTrip) {
 
 TEST_P(GroupCodec, ParamsSurviveStorage) {
   const CodecCase c = GetParam();
-  const GroupParams params{0.0312f, -1.75f};
+  // Parameters as choose_group_params makes them are stored exactly.
+  const GroupParams params = params_for_range(-1.75f, 0.31f, c.bits, c.format);
   uint8_t stored[4];
   store_params(params, c.format, stored);
   const GroupParams loaded = load_params(stored, c.format);
-  const auto round = c.format == ParamFormat::f16 ? round_to_fp16 : round_to_bf16;
-  EXPECT_EQ(loaded.scale, round(params.scale));
-  EXPECT_EQ(loaded.zero, round(params.zero));
+  EXPECT_EQ(loaded.scale, params.scale);
+  EXPECT_EQ(loaded.zero, params.zero);
+  EXPECT_LE(params.zero, -1.75f + params.scale / 16);
+  EXPECT_GE(params.zero + float((1 << c.bits) - 1) * params.scale, 0.31f - params.scale / 16);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Formats, GroupCodec,
     ::testing::Values(CodecCase{2, 64, ParamFormat::f16}, CodecCase{2, 128, ParamFormat::f16},
                       CodecCase{2, 32, ParamFormat::bf16}, CodecCase{4, 64, ParamFormat::f16},
-                      CodecCase{4, 128, ParamFormat::bf16}),
+                      CodecCase{4, 128, ParamFormat::bf16}, CodecCase{2, 64, ParamFormat::q8},
+                      CodecCase{4, 128, ParamFormat::q8}),
     [](const auto& case_info) {
       return "int" + std::to_string(case_info.param.bits) + "_g" + std::to_string(case_info.param.group) +
-             (case_info.param.format == ParamFormat::f16 ? "_f16" : "_bf16");
+             "_" + std::string(case_info.param.format == ParamFormat::f16    ? "f16"
+                               : case_info.param.format == ParamFormat::bf16 ? "bf16"
+                                                                             : "q8");
     });
+
+TEST(GroupCodec, ClipSearchNeverDoesWorseThanAnyFixedRatio) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 100; ++trial) {
+    auto values = random_values(rng, 64, 1.0f);
+    values[size_t(trial % 64)] *= 6.0f;  // an outlier
+    auto error_of = [&](GroupParams p) {
+      std::vector<uint8_t> codes(16);
+      quantize_group(values, p, 2, codes.data());
+      std::vector<float> restored(64);
+      dequantize_group(codes.data(), 0, 64, p, 2, restored.data());
+      double e = 0;
+      for (size_t i = 0; i < 64; ++i) e += double(values[i] - restored[i]) * (values[i] - restored[i]);
+      return e;
+    };
+    const double searched = error_of(choose_group_params(values, 2, {1.0f, true}, ParamFormat::q8));
+    for (const float c : kClipCandidates) {
+      EXPECT_LE(searched, error_of(choose_group_params(values, 2, {c}, ParamFormat::q8)) + 1e-9);
+    }
+  }
+}
+
+TEST(GroupCodec, Q8CoversFarFromZeroGroups) {
+  const std::vector<float> values = {100.0f, 101.0f, 102.5f, 100.2f};
+  const GroupParams p = choose_group_params(values, 2, {1.0f}, ParamFormat::q8);
+  std::vector<uint8_t> codes(1);
+  quantize_group(values, p, 2, codes.data());
+  std::vector<float> restored(4);
+  dequantize_group(codes.data(), 0, 4, p, 2, restored.data());
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(restored[i], values[i], p.scale);
+}
 
 TEST(GroupCodec, ConstantGroupRestoresExactly) {
   const std::vector<float> values(64, 1.5f);
-  const GroupParams params = choose_group_params(values, 2, 1.0f, ParamFormat::f16);
+  const GroupParams params = choose_group_params(values, 2, {1.0f}, ParamFormat::f16);
   EXPECT_GT(params.scale, 0.0f);
   std::vector<uint8_t> codes(16);
   quantize_group(values, params, 2, codes.data());

@@ -3,6 +3,14 @@
 
 namespace oscar::testing {
 
+// Under AddressSanitizer the CPU kernels run tens of times slower; the heaviest tests shrink
+// their inputs (never their assertions) so the sanitizer suite stays quick.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // The repository's root and the testbed model that ships in it.
 std::string source_dir();
 std::string testbed_model_dir();

@@ -103,7 +103,7 @@ void CpuKvStore::quantize_token_groups(std::byte* page, int64_t kv_head, int64_t
                                        const float* row, bool is_key) {
   const int bits = layout_.bits;
   const int64_t g = layout_.group_size;
-  const float clip = is_key ? config_.clip_ratio_k : config_.clip_ratio_v;
+  const ClipPolicy clip = is_key ? config_.key_clip() : config_.value_clip();
   auto* codes = reinterpret_cast<uint8_t*>(
       page + (is_key ? layout_.key_codes(kv_head, slot) : layout_.value_codes(kv_head, slot)));
   for (int64_t group = 0; group < layout_.head_dim / g; ++group) {
@@ -152,7 +152,7 @@ void CpuKvStore::quantize_key_channels(int64_t layer, const std::vector<LogicalP
       for (int64_t c = 0; c < d; ++c) {
         for (int64_t t = 0; t < count; ++t) channel[size_t(t)] = keys[size_t(t * d + c)];
         const GroupParams params =
-            choose_group_params(channel, bits, config_.clip_ratio_k, layout_.param_format);
+            choose_group_params(channel, bits, config_.key_clip(), layout_.param_format);
         const int64_t first_slot = first % layout_.page_size_tokens;
         store_params(params, layout_.param_format,
                      reinterpret_cast<uint8_t*>(target + layout_.key_params(h, first_slot, c)));
