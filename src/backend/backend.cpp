@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include <unistd.h>
+
 #include "backend/cpu/cpu_backend.h"
 #include "model/model_weights.h"
 #include "quant/kv_rotations.h"
@@ -34,6 +36,17 @@ bool cuda_available() {
 #else
   return false;
 #endif
+}
+
+int64_t device_free_bytes(DeviceKind device) {
+  if (device == DeviceKind::cuda) {
+#ifdef OSCAR_HAVE_CUDA
+    return cuda_free_bytes();
+#else
+    fail("--device cuda: this oscar was built without the CUDA backend");
+#endif
+  }
+  return int64_t(::sysconf(_SC_AVPHYS_PAGES)) * int64_t(::sysconf(_SC_PAGESIZE));
 }
 
 DeviceKind default_device() { return cuda_available() ? DeviceKind::cuda : DeviceKind::cpu; }

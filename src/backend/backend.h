@@ -77,6 +77,8 @@ struct BackendOptions {
 std::unique_ptr<Backend> make_backend(const ModelWeights& weights, const BackendOptions& options);
 
 bool cuda_available();
+// Memory free for the KV pool on a device: available host memory, or free GPU memory.
+int64_t device_free_bytes(DeviceKind device);
 DeviceKind default_device();  // cuda when a GPU is present
 
 }  // namespace oscar

@@ -11,6 +11,7 @@ void register_commands(CLI::App& app) {
   register_generate(app);
   register_calibrate(app);
   register_eval(app);
+  register_serve(app);
   register_bench(app);
 }
 

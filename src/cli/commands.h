@@ -13,6 +13,7 @@ void register_eval_ppl(CLI::App& eval);
 void register_eval_niah(CLI::App& eval);
 void register_eval_attention_error(CLI::App& eval);
 void register_calibrate(CLI::App& app);
+void register_serve(CLI::App& app);
 void register_bench_cpu(CLI::App& bench);
 int exit_code();
 int omp_threads();  // threads the CPU backend uses by default

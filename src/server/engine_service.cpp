@@ -1,0 +1,190 @@
+#include "server/engine_service.h"
+
+#include "kvcache/page_layout.h"
+#include "server/api_error.h"
+#include "util/error.h"
+
+namespace oscar {
+
+std::optional<RequestOutput> RequestStream::next(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (!ready_.wait_for(lock, timeout, [&] { return !outputs_.empty(); })) return std::nullopt;
+  RequestOutput output = std::move(outputs_.front());
+  outputs_.pop_front();
+  return output;
+}
+
+void RequestStream::push(RequestOutput output) {
+  {
+    const std::lock_guard lock(mutex_);
+    outputs_.push_back(std::move(output));
+  }
+  ready_.notify_all();
+}
+
+RequestId RequestStream::wait_accepted() {
+  std::unique_lock lock(mutex_);
+  ready_.wait(lock, [&] { return accepted_ || rejection_.has_value(); });
+  if (rejection_) throw invalid_request(*rejection_);
+  return id_;
+}
+
+EngineService::EngineService(std::unique_ptr<Engine> engine, ServerMetrics& metrics)
+    : engine_(std::move(engine)), metrics_(metrics) {
+  snapshot_.kv_description = describe(engine_->backend().kv_config());
+  publish_snapshot();
+  thread_ = std::thread([this] { loop(); });
+}
+
+EngineService::~EngineService() {
+  {
+    const std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<RequestStream> EngineService::submit(GenerationRequest request) {
+  auto stream = std::make_shared<RequestStream>();
+  stream->submitted_ = std::chrono::steady_clock::now();
+  {
+    const std::lock_guard lock(mutex_);
+    if (stopping_) throw ApiError(503, "server_shutting_down", "the server is shutting down");
+    pending_.emplace_back(std::move(request), stream);
+  }
+  work_.notify_all();
+  stream->wait_accepted();
+  return stream;
+}
+
+void EngineService::cancel(RequestId id) {
+  {
+    const std::lock_guard lock(mutex_);
+    cancellations_.push_back(id);
+  }
+  work_.notify_all();
+}
+
+EngineSnapshot EngineService::snapshot() const {
+  const std::lock_guard lock(mutex_);
+  return snapshot_;
+}
+
+void EngineService::admit_pending() {
+  std::vector<std::pair<GenerationRequest, std::shared_ptr<RequestStream>>> pending;
+  std::vector<RequestId> cancellations;
+  {
+    const std::lock_guard lock(mutex_);
+    pending.swap(pending_);
+    cancellations.swap(cancellations_);
+  }
+  for (auto& [request, stream] : pending) {
+    const int64_t prompt_tokens = int64_t(request.prompt.size());
+    try {
+      const RequestId id = engine_->submit(std::move(request));
+      streams_[id] = stream;
+      {
+        const std::lock_guard lock(stream->mutex_);
+        stream->id_ = id;
+        stream->accepted_ = true;
+      }
+      const std::lock_guard lock(mutex_);
+      snapshot_.prompt_tokens += prompt_tokens;
+    } catch (const Error& error) {
+      const std::lock_guard lock(stream->mutex_);
+      stream->rejection_ = error.what();
+      metrics_.count_request("rejected");
+    }
+    stream->ready_.notify_all();
+  }
+  for (const RequestId id : cancellations) engine_->cancel(id);
+}
+
+void EngineService::publish_snapshot() {
+  const KvPagePools& pools = engine_->pools();
+  const Scheduler& scheduler = engine_->scheduler();
+  const PageLayout& layout = engine_->backend().page_layout();
+  int64_t tokens = 0;
+  for (const Sequence* sequence : scheduler.running()) tokens += sequence->pages.num_tokens();
+  const KvPageCounts used{pools.full.used_pages(), pools.quantized.used_pages()};
+  const auto now = std::chrono::steady_clock::now();
+  while (!recent_tokens_.empty() && now - recent_tokens_.front().first > std::chrono::seconds(10)) {
+    recent_tokens_.pop_front();
+  }
+  int64_t recent = 0;
+  for (const auto& [time, count] : recent_tokens_) recent += count;
+  const std::lock_guard lock(mutex_);
+  snapshot_.running = int64_t(scheduler.running().size());
+  snapshot_.waiting = int64_t(scheduler.waiting().size());
+  snapshot_.full_pages_used = used.full;
+  snapshot_.full_pages_free = pools.full.free_pages();
+  snapshot_.quantized_pages_used = used.quantized;
+  snapshot_.quantized_pages_free = pools.quantized.free_pages();
+  snapshot_.bits_per_element = tokens > 0 ? bits_per_element(layout, used, tokens) : 0.0;
+  snapshot_.generated_tokens = engine_->counters().generated_tokens;
+  snapshot_.cached_prompt_tokens = engine_->counters().cached_prompt_tokens;
+  snapshot_.preemptions = scheduler.preemptions();
+  snapshot_.tokens_per_second = recent_tokens_.empty() ? 0.0 : double(recent) / 10.0;
+}
+
+void EngineService::loop() {
+  while (true) {
+    {
+      std::unique_lock lock(mutex_);
+      work_.wait_for(lock, std::chrono::milliseconds(50), [&] {
+        return stopping_ || !pending_.empty() || !cancellations_.empty() || !engine_->idle();
+      });
+      if (stopping_) break;
+    }
+    admit_pending();
+    if (engine_->idle()) {
+      publish_snapshot();
+      continue;
+    }
+    const std::vector<RequestOutput> outputs = engine_->step();
+    const auto now = std::chrono::steady_clock::now();
+    int64_t tokens = 0;
+    for (const RequestOutput& output : outputs) {
+      const auto it = streams_.find(output.id);
+      if (it == streams_.end()) continue;
+      RequestStream& stream = *it->second;
+      if (!output.tokens.empty()) {
+        const double since = std::chrono::duration<double>(now - (stream.has_token_ ? stream.last_token_ : stream.submitted_)).count();
+        if (stream.has_token_) {
+          metrics_.observe_inter_token_latency(since / double(output.tokens.size()));
+        } else {
+          metrics_.observe_time_to_first_token(since);
+        }
+        stream.has_token_ = true;
+        stream.last_token_ = now;
+        tokens += int64_t(output.tokens.size());
+      }
+      if (output.finished) {
+        metrics_.count_request(output.finish_reason == FinishReason::error       ? "error"
+                               : output.finish_reason == FinishReason::cancelled ? "cancelled"
+                                                                                 : "ok");
+      }
+      stream.push(output);
+      if (output.finished) streams_.erase(it);
+    }
+    recent_tokens_.emplace_back(now, tokens);
+    publish_snapshot();
+  }
+  // Shutting down: every request still in flight ends as cancelled.
+  for (auto& [id, stream] : streams_) {
+    RequestOutput output;
+    output.id = id;
+    output.finished = true;
+    output.finish_reason = FinishReason::cancelled;
+    stream->push(output);
+  }
+  const std::lock_guard lock(mutex_);
+  for (auto& [request, stream] : pending_) {
+    const std::lock_guard stream_lock(stream->mutex_);
+    stream->rejection_ = "the server is shutting down";
+    stream->ready_.notify_all();
+  }
+}
+
+}  // namespace oscar

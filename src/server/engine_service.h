@@ -1,0 +1,73 @@
+#pragma once
+// The engine on its own thread. HTTP handler threads submit requests and read each request's
+// outputs from a stream; the loop admits submissions between steps, runs steps while there is
+// work, and publishes a snapshot of its state for /metrics. Only the loop touches the engine.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/metrics.h"
+
+namespace oscar {
+
+// One request's outputs, in order, as the loop produces them.
+class RequestStream {
+ public:
+  // The next output, waiting up to `timeout`; nullopt on timeout.
+  std::optional<RequestOutput> next(std::chrono::milliseconds timeout);
+  RequestId id() const { return id_; }
+
+ private:
+  friend class EngineService;
+  void push(RequestOutput output);
+  // Blocks until the loop accepted (returns the id) or rejected (throws ApiError 400) the request.
+  RequestId wait_accepted();
+
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<RequestOutput> outputs_;
+  RequestId id_ = 0;
+  bool accepted_ = false;
+  std::optional<std::string> rejection_;
+  std::chrono::steady_clock::time_point submitted_;
+  std::chrono::steady_clock::time_point last_token_;
+  bool has_token_ = false;
+};
+
+class EngineService {
+ public:
+  EngineService(std::unique_ptr<Engine> engine, ServerMetrics& metrics);
+  ~EngineService();  // stops the loop; requests in flight end as cancelled
+
+  // Queues a request; returns once the engine accepted it (ApiError 400 when it is refused).
+  std::shared_ptr<RequestStream> submit(GenerationRequest request);
+  void cancel(RequestId id);
+  EngineSnapshot snapshot() const;
+
+ private:
+  void loop();
+  void admit_pending();
+  void publish_snapshot();
+
+  std::unique_ptr<Engine> engine_;
+  ServerMetrics& metrics_;
+  mutable std::mutex mutex_;
+  std::condition_variable work_;
+  std::vector<std::pair<GenerationRequest, std::shared_ptr<RequestStream>>> pending_;
+  std::vector<RequestId> cancellations_;
+  std::map<RequestId, std::shared_ptr<RequestStream>> streams_;  // loop thread only
+  EngineSnapshot snapshot_;
+  std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_tokens_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace oscar

@@ -1,0 +1,177 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "server/api_error.h"
+#include "util/error.h"
+
+namespace oscar {
+namespace {
+
+using nlohmann::json;
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  res.status = error.status();
+  res.set_content(error.to_json(), "application/json");
+}
+
+std::string sse(const json& value) { return "data: " + to_json_text(value) + "\n\n"; }
+
+// Streams a request's chunks as server-sent events; a client that goes away cancels the request
+// (its pages return to the pool at the engine's next step).
+void stream_response(httplib::Response& res, EngineService& service, std::shared_ptr<RequestStream> stream,
+                     std::shared_ptr<ApiRequest> request, const ServedModel& model) {
+  auto builder = std::make_shared<ResponseBuilder>(*request, model);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [&service, stream, request, builder](size_t, httplib::DataSink& sink) {
+        while (true) {
+          const auto output = stream->next(std::chrono::milliseconds(200));
+          if (!output) {
+            if (!sink.is_writable()) {
+              service.cancel(stream->id());
+              return false;
+            }
+            continue;
+          }
+          std::string events;
+          if (const auto chunk = builder->chunk(*output)) events += sse(*chunk);
+          if (output->finished) {
+            if (output->finish_reason == FinishReason::error) {
+              events += sse(ApiError(500, "internal_error", output->error).to_json());
+            }
+            if (request->include_usage) events += sse(builder->usage_chunk());
+            events += "data: [DONE]\n\n";
+          }
+          if (!events.empty() && !sink.write(events.data(), events.size())) {
+            service.cancel(stream->id());
+            return false;
+          }
+          if (output->finished) {
+            sink.done();
+            return true;
+          }
+        }
+      },
+      [&service, stream](bool success) {
+        if (!success) service.cancel(stream->id());
+      });
+}
+
+void complete_response(httplib::Response& res, const std::shared_ptr<RequestStream>& stream,
+                       const ApiRequest& request, const ServedModel& model) {
+  ResponseBuilder builder(request, model);
+  while (true) {
+    const auto output = stream->next(std::chrono::milliseconds(1000));
+    if (!output) continue;
+    builder.add(*output);
+    if (!output->finished) continue;
+    if (output->finish_reason == FinishReason::error) {
+      send_error(res, ApiError(500, "internal_error", output->error));
+      return;
+    }
+    res.set_content(to_json_text(builder.response()), "application/json");
+    return;
+  }
+}
+
+}  // namespace
+
+HttpServer::HttpServer(EngineService& service, ServerMetrics& metrics, ServedModel model,
+                       HttpServerOptions options)
+    : service_(service),
+      metrics_(metrics),
+      model_(std::move(model)),
+      options_(std::move(options)),
+      server_(std::make_unique<httplib::Server>()) {
+  const int threads = options_.threads;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
+  server_->set_payload_max_length(options_.max_request_bytes);
+  server_->set_read_timeout(30, 0);
+  server_->set_write_timeout(30, 0);
+  register_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+void HttpServer::register_routes() {
+  auto authorized = [this](const httplib::Request& req, httplib::Response& res) {
+    if (options_.api_key.empty() || req.get_header_value("Authorization") == "Bearer " + options_.api_key) {
+      return true;
+    }
+    send_error(res, ApiError(401, "authentication_error", "missing or wrong API key (Authorization: Bearer ...)"));
+    return false;
+  };
+  auto generate = [this, authorized](Endpoint endpoint) {
+    return [this, authorized, endpoint](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
+      try {
+        auto request = std::make_shared<ApiRequest>(parse_api_request(req.body, endpoint, model_));
+        auto stream = service_.submit(request->generation);
+        if (request->stream) {
+          stream_response(res, service_, stream, request, model_);
+        } else {
+          complete_response(res, stream, *request, model_);
+        }
+      } catch (const ApiError& error) {
+        send_error(res, error);
+      }
+    };
+  };
+  server_->Post("/v1/completions", generate(Endpoint::completions));
+  server_->Post("/v1/chat/completions", generate(Endpoint::chat_completions));
+  server_->Get("/v1/models", [this, authorized](const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    const json model = {{"id", model_.name}, {"object", "model"}, {"created", 0},
+                        {"owned_by", "oscar"}, {"max_model_len", model_.max_model_len}};
+    res.set_content(to_json_text({{"object", "list"}, {"data", json::array({model})}}), "application/json");
+  });
+  server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
+  });
+  server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.render(service_.snapshot()), "text/plain; version=0.0.4");
+  });
+  server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+    // Errors httplib raises itself (404 route, 413 body too large, 400 malformed HTTP) as JSON.
+    if (!res.body.empty()) return;
+    const int status = res.status;
+    const std::string message = status == 413 ? "the request body is too large"
+                                : status == 404 ? "no such route"
+                                                : fmt::format("HTTP error {}", status);
+    res.set_content(ApiError(status, status == 404 ? "not_found" : "invalid_request_error", message).to_json(),
+                    "application/json");
+  });
+  server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+    std::string message = "internal error";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, "internal_error", message));
+  });
+}
+
+void HttpServer::bind() {
+  if (options_.port == 0) {
+    port_ = server_->bind_to_any_port(options_.host);
+    require(port_ > 0, "cannot bind {}: no free port", options_.host);
+  } else {
+    require(server_->bind_to_port(options_.host, options_.port), "cannot bind {}:{} (in use, or not allowed)",
+            options_.host, options_.port);
+    port_ = options_.port;
+  }
+}
+
+void HttpServer::serve() { server_->listen_after_bind(); }
+
+void HttpServer::stop() { server_->stop(); }
+
+}  // namespace oscar

@@ -1,0 +1,336 @@
+#include "server/openai_protocol.h"
+
+#include <atomic>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "server/api_error.h"
+#include "util/error.h"
+
+namespace oscar {
+namespace {
+
+using nlohmann::json;
+
+const json* field(const json& body, const char* key) {
+  const auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+template <typename T>
+T number(const json& body, const char* key, T fallback) {
+  const json* value = field(body, key);
+  if (value == nullptr) return fallback;
+  if constexpr (std::is_integral_v<T>) {
+    if (!value->is_number_integer()) throw invalid_request(fmt::format("'{}' must be an integer", key), key);
+  } else {
+    if (!value->is_number()) throw invalid_request(fmt::format("'{}' must be a number", key), key);
+  }
+  return value->get<T>();
+}
+
+bool boolean(const json& body, const char* key, bool fallback) {
+  const json* value = field(body, key);
+  if (value == nullptr) return fallback;
+  if (!value->is_boolean()) throw invalid_request(fmt::format("'{}' must be true or false", key), key);
+  return value->get<bool>();
+}
+
+std::vector<std::string> stop_strings(const json& body) {
+  const json* stop = field(body, "stop");
+  if (stop == nullptr) return {};
+  if (stop->is_string()) return {stop->get<std::string>()};
+  if (!stop->is_array() || stop->size() > 16) {
+    throw invalid_request("'stop' must be a string or a list of at most 16 strings", "stop");
+  }
+  std::vector<std::string> out;
+  for (const json& s : *stop) {
+    if (!s.is_string() || s.get<std::string>().empty()) {
+      throw invalid_request("'stop' entries must be non-empty strings", "stop");
+    }
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+std::vector<int32_t> encode(const ServedModel& model, const std::string& text, const char* param) {
+  try {
+    return model.tokenizer->encode(text);
+  } catch (const Error& error) {
+    throw invalid_request(fmt::format("'{}': {}", param, error.what()), param);
+  }
+}
+
+std::vector<int32_t> completion_prompt(const json& body, const ServedModel& model) {
+  const json* prompt = field(body, "prompt");
+  if (prompt == nullptr) throw invalid_request("'prompt' is required", "prompt");
+  if (prompt->is_string()) return encode(model, prompt->get<std::string>(), "prompt");
+  if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    return encode(model, (*prompt)[0].get<std::string>(), "prompt");
+  }
+  if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+    std::vector<int32_t> ids;
+    for (const json& id : *prompt) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= model.tokenizer->vocab_size()) {
+        throw invalid_request("'prompt' token ids must be integers in the vocabulary", "prompt");
+      }
+      ids.push_back(id.get<int32_t>());
+    }
+    return ids;
+  }
+  throw invalid_request("'prompt' must be a string, a list with one string, or a list of token ids", "prompt");
+}
+
+std::string message_content(const json& message, size_t index) {
+  const json* content = field(message, "content");
+  if (content == nullptr) return {};
+  if (content->is_string()) return content->get<std::string>();
+  if (content->is_array()) {  // [{"type": "text", "text": ...}, ...]
+    std::string text;
+    for (const json& part : *content) {
+      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
+        throw invalid_request(fmt::format("messages[{}].content: only text parts are supported", index), "messages");
+      }
+      text += part["text"].get<std::string>();
+    }
+    return text;
+  }
+  throw invalid_request(fmt::format("messages[{}].content must be a string or a list of text parts", index),
+                        "messages");
+}
+
+std::vector<int32_t> chat_prompt(const json& body, const ServedModel& model) {
+  const json* messages = field(body, "messages");
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    throw invalid_request("'messages' must be a non-empty list", "messages");
+  }
+  std::vector<ChatMessage> chat;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& message = (*messages)[i];
+    if (!message.is_object() || !message.contains("role") || !message["role"].is_string()) {
+      throw invalid_request(fmt::format("messages[{}] needs a string 'role'", i), "messages");
+    }
+    const std::string role = message["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant") {
+      throw invalid_request(fmt::format("messages[{}].role '{}' is not supported (system, user, assistant)", i, role),
+                            "messages");
+    }
+    chat.push_back({role, message_content(message, i)});
+  }
+  return encode(model, format_chat(chat, model.chat_format, true), "messages");
+}
+
+void read_sampling(const json& body, SamplingParams& s) {
+  s.temperature = number<float>(body, "temperature", 1.0f);
+  s.top_p = number<float>(body, "top_p", 1.0f);
+  const int64_t top_k = number<int64_t>(body, "top_k", 0);
+  if (top_k < -1) throw invalid_request("'top_k' must be -1 (off), 0 (off) or positive", "top_k");
+  s.top_k = top_k < 0 ? 0 : int32_t(top_k);
+  s.min_p = number<float>(body, "min_p", 0.0f);
+  s.repetition_penalty = number<float>(body, "repetition_penalty", 1.0f);
+  if (const json* seed = field(body, "seed")) {
+    if (!seed->is_number_integer()) throw invalid_request("'seed' must be an integer", "seed");
+    s.seed = uint64_t(seed->get<int64_t>());
+  }
+  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
+    if (number<double>(body, penalty, 0.0) != 0.0) {
+      throw invalid_request(fmt::format("'{}' is not supported (use repetition_penalty)", penalty), penalty);
+    }
+  }
+  try {
+    validate(s);
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    throw invalid_request(message, message.substr(0, message.find(' ')));
+  }
+}
+
+std::string random_id(const char* prefix) {
+  static std::atomic<uint64_t> counter{0};
+  const auto now = std::chrono::system_clock::now().time_since_epoch().count();
+  return fmt::format("{}-{:x}{:04x}", prefix, uint64_t(now), counter++ & 0xffff);
+}
+
+const char* finish_reason(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::length: return "length";
+    case FinishReason::stop: return "stop";
+    case FinishReason::cancelled: return "abort";
+    case FinishReason::error: return "error";
+    case FinishReason::none: break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string to_json_text(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const ServedModel& model) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::exception& error) {
+    throw invalid_request(fmt::format("the request body is not valid JSON (UTF-8): {}", error.what()));
+  }
+  if (!body.is_object()) throw invalid_request("the request body must be a JSON object");
+  if (const json* name = field(body, "model")) {
+    if (!name->is_string()) throw invalid_request("'model' must be a string", "model");
+    if (name->get<std::string>() != model.name) {
+      throw ApiError(404, "model_not_found", fmt::format("the model '{}' does not exist; this server serves '{}'",
+                                                         name->get<std::string>(), model.name), "model");
+    }
+  }
+  if (number<int64_t>(body, "n", 1) != 1) throw invalid_request("only n = 1 is supported", "n");
+  ApiRequest request;
+  request.endpoint = endpoint;
+  GenerationRequest& g = request.generation;
+  g.prompt = endpoint == Endpoint::completions ? completion_prompt(body, model) : chat_prompt(body, model);
+  if (g.prompt.empty()) throw invalid_request("the prompt is empty", endpoint == Endpoint::completions ? "prompt" : "messages");
+  read_sampling(body, g.sampling);
+  const int64_t room = model.max_model_len - int64_t(g.prompt.size());
+  if (room < 1) {
+    throw invalid_request(fmt::format("the prompt has {} tokens; this model's maximum context length is {} tokens",
+                                      g.prompt.size(), model.max_model_len),
+                          endpoint == Endpoint::completions ? "prompt" : "messages");
+  }
+  const char* max_key = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  const int64_t default_max = endpoint == Endpoint::completions ? std::min<int64_t>(16, room) : room;
+  g.stop.max_tokens = number<int64_t>(body, max_key, default_max);
+  if (g.stop.max_tokens < 1) throw invalid_request(fmt::format("'{}' must be at least 1", max_key), max_key);
+  if (g.stop.max_tokens > room) {
+    throw invalid_request(fmt::format("'{}' is {}, but the prompt ({} tokens) leaves room for {} in the model's "
+                                      "context of {} tokens", max_key, g.stop.max_tokens, g.prompt.size(), room,
+                                      model.max_model_len),
+                          max_key);
+  }
+  g.stop.stop_strings = stop_strings(body);
+  if (!boolean(body, "ignore_eos", false)) {
+    g.stop.stop_token_ids = endpoint == Endpoint::completions ? model.eos_token_ids : model.chat_stop_token_ids;
+  }
+  request.stream = boolean(body, "stream", false);
+  if (const json* options = field(body, "stream_options")) {
+    if (!options->is_object()) throw invalid_request("'stream_options' must be an object", "stream_options");
+    request.include_usage = boolean(*options, "include_usage", false);
+  }
+  if (endpoint == Endpoint::completions) {
+    const int64_t logprobs = number<int64_t>(body, "logprobs", -1);
+    if (logprobs > 5) throw invalid_request("'logprobs' must be at most 5", "logprobs");
+    request.logprobs = logprobs >= 0;
+    request.echo = boolean(body, "echo", false);
+    g.prompt_logprobs = request.echo && request.logprobs;
+  } else {
+    request.logprobs = boolean(body, "logprobs", false);
+  }
+  return request;
+}
+
+ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ServedModel& model)
+    : request_(request),
+      model_(model),
+      id_(random_id(request.endpoint == Endpoint::completions ? "cmpl" : "chatcmpl")),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch()).count()) {
+  if (request.echo) text_ = model.tokenizer->decode(request.generation.prompt);
+}
+
+json ResponseBuilder::base(const char* object) const {
+  return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_.name}};
+}
+
+json ResponseBuilder::usage() const {
+  json usage = {{"prompt_tokens", prompt_tokens_},
+                {"completion_tokens", completion_tokens_},
+                {"total_tokens", prompt_tokens_ + completion_tokens_}};
+  if (cached_tokens_ > 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens_}};
+  return usage;
+}
+
+json ResponseBuilder::logprobs_of(const RequestOutput& output) const {
+  if (!request_.logprobs) return nullptr;
+  if (request_.endpoint == Endpoint::chat_completions) {
+    json content = json::array();
+    for (size_t i = 0; i < output.tokens.size(); ++i) {
+      const std::string& bytes = model_.tokenizer->token_bytes(output.tokens[i]);
+      content.push_back({{"token", bytes},
+                         {"logprob", output.logprobs[i]},
+                         {"bytes", std::vector<int>(bytes.begin(), bytes.end())},
+                         {"top_logprobs", json::array()}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), values = json::array();
+  for (size_t i = 0; i < output.tokens.size(); ++i) {
+    tokens.push_back(model_.tokenizer->token_bytes(output.tokens[i]));
+    values.push_back(output.logprobs[i]);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", nullptr}};
+}
+
+std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
+  prompt_tokens_ = output.prompt_tokens;
+  completion_tokens_ = output.generated_tokens;
+  cached_tokens_ = output.cached_prompt_tokens;
+  std::string text = output.text;
+  if (request_.echo && !sent_role_) text = text_ + text;  // the echoed prompt rides on the first chunk
+  const bool first = !sent_role_;
+  sent_role_ = true;
+  if (text.empty() && !output.finished && !(first && request_.endpoint == Endpoint::chat_completions)) {
+    return std::nullopt;
+  }
+  json choice = {{"index", 0}, {"logprobs", logprobs_of(output)}};
+  choice["finish_reason"] = output.finished ? json(finish_reason(output.finish_reason)) : json();
+  if (request_.endpoint == Endpoint::completions) {
+    choice["text"] = text;
+    json c = base("text_completion");
+    c["choices"] = json::array({choice});
+    return c;
+  }
+  json delta = json::object();
+  if (first) delta["role"] = "assistant";
+  if (!text.empty()) delta["content"] = text;
+  choice["delta"] = delta;
+  json c = base("chat.completion.chunk");
+  c["choices"] = json::array({choice});
+  return c;
+}
+
+json ResponseBuilder::usage_chunk() const {
+  json c = base(request_.endpoint == Endpoint::completions ? "text_completion" : "chat.completion.chunk");
+  c["choices"] = json::array();
+  c["usage"] = usage();
+  return c;
+}
+
+void ResponseBuilder::add(const RequestOutput& output) {
+  prompt_tokens_ = output.prompt_tokens;
+  completion_tokens_ = output.generated_tokens;
+  cached_tokens_ = output.cached_prompt_tokens;
+  text_ += output.text;
+  tokens_.insert(tokens_.end(), output.tokens.begin(), output.tokens.end());
+  logprobs_.insert(logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
+  if (output.finished) finish_ = output.finish_reason;
+}
+
+json ResponseBuilder::response() const {
+  RequestOutput all;
+  all.tokens = tokens_;
+  all.logprobs = logprobs_;
+  json choice = {{"index", 0}, {"logprobs", logprobs_of(all)}, {"finish_reason", finish_reason(finish_)}};
+  json r;
+  if (request_.endpoint == Endpoint::completions) {
+    choice["text"] = text_;
+    r = base("text_completion");
+  } else {
+    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+    r = base("chat.completion");
+  }
+  r["choices"] = json::array({choice});
+  r["usage"] = usage();
+  return r;
+}
+
+}  // namespace oscar

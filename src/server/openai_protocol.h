@@ -1,0 +1,76 @@
+#pragma once
+// The OpenAI completions and chat completions API: requests parsed and checked field by field
+// (an error names the parameter), and the response and stream-chunk objects.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace oscar {
+
+enum class Endpoint { completions, chat_completions };
+
+// What the server needs to know about the model to read a request.
+struct ServedModel {
+  std::string name;
+  const Tokenizer* tokenizer = nullptr;
+  ChatFormat chat_format = ChatFormat::chatml;
+  std::vector<int32_t> eos_token_ids;      // completions stop on these
+  std::vector<int32_t> chat_stop_token_ids;  // chat also stops at the end-of-turn token
+  int64_t max_model_len = 0;
+};
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::completions;
+  GenerationRequest generation;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // report the log-probability of each sampled token
+  bool echo = false;           // completions: the prompt text leads the result
+};
+
+// Throws ApiError (400 invalid_request_error, 404 model_not_found) naming the field at fault.
+ApiRequest parse_api_request(const std::string& body, Endpoint endpoint, const ServedModel& model);
+
+// Accumulates one request's outputs and renders the API's JSON objects.
+class ResponseBuilder {
+ public:
+  ResponseBuilder(const ApiRequest& request, const ServedModel& model);
+
+  // The stream chunk for one engine output (nullopt when it carries nothing to show).
+  std::optional<nlohmann::json> chunk(const RequestOutput& output);
+  // The chunk with usage only (stream_options.include_usage).
+  nlohmann::json usage_chunk() const;
+  // Record an output (non-streaming); `response()` once it finished.
+  void add(const RequestOutput& output);
+  nlohmann::json response() const;
+
+ private:
+  nlohmann::json logprobs_of(const RequestOutput& output) const;
+  nlohmann::json usage() const;
+  nlohmann::json base(const char* object) const;
+
+  const ApiRequest& request_;
+  const ServedModel& model_;
+  std::string id_;
+  int64_t created_;
+  std::string text_;
+  std::vector<int32_t> tokens_;
+  std::vector<float> logprobs_;
+  FinishReason finish_ = FinishReason::none;
+  int64_t prompt_tokens_ = 0;
+  int64_t completion_tokens_ = 0;
+  int64_t cached_tokens_ = 0;
+  bool sent_role_ = false;
+};
+
+// nlohmann::json::dump that replaces invalid UTF-8 instead of throwing.
+std::string to_json_text(const nlohmann::json& value);
+
+}  // namespace oscar
