@@ -23,7 +23,22 @@ Engine::Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, Eng
                                                : backend_->model_config().max_position_embeddings),
       pools_{PagePool(backend_->kv_capacity().full),
              PagePool(backend_->kv_capacity().quantized)} {
-  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, backend_->kv_config(), pools_);
+  SchedulerHooks hooks;
+  if (options_.prefix_caching) {
+    prefix_cache_ = std::make_unique<PrefixCache>(backend_->kv_config(), pools_);
+    hooks.admit = [this](Sequence& sequence) {
+      if (sequence.request.full_precision_prefill) return;
+      // At least one token must be computed for the logits of the next one.
+      const int64_t attached = prefix_cache_->attach(sequence.tokens, int64_t(sequence.tokens.size()) - 1,
+                                                     sequence.pages, sequence.cache_cursor);
+      const int64_t cached_prompt = std::min(attached, sequence.prompt_size());
+      counters_.cached_prompt_tokens += cached_prompt - sequence.cached_prompt_tokens;
+      sequence.cached_prompt_tokens = std::max(sequence.cached_prompt_tokens, cached_prompt);
+    };
+    hooks.reclaim = [this](KvPageCounts needed) { return prefix_cache_->evict(needed); };
+    hooks.release = [this](Sequence& sequence) { prefix_cache_->release(sequence.cache_cursor); };
+  }
+  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, backend_->kv_config(), pools_, std::move(hooks));
 }
 
 Engine::~Engine() = default;
@@ -201,7 +216,11 @@ std::vector<RequestOutput> Engine::step() {
     counters_.decode_only_tokens += step_tokens;
   }
   for (const ScheduledChunk& chunk : plan) {
-    chunk.sequence->pages.commit(chunk.count, backend_->kv_config(), pools_);
+    Sequence& sequence = *chunk.sequence;
+    sequence.pages.commit(chunk.count, backend_->kv_config(), pools_);
+    if (prefix_cache_ && !sequence.request.full_precision_prefill) {
+      prefix_cache_->insert(sequence.tokens, sequence.pages, sequence.cache_cursor);
+    }
   }
   process_logits(plan, logits, outputs);
   for (const RequestOutput& output : outputs) {

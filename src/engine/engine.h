@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -21,6 +22,7 @@ class Tokenizer;
 struct EngineOptions {
   SchedulerOptions scheduler;
   int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
+  bool prefix_caching = true;
 };
 
 struct EngineCounters {
@@ -49,6 +51,11 @@ class Engine {
   Backend& backend() { return *backend_; }
   const KvPagePools& pools() const { return pools_; }
   const Scheduler& scheduler() const { return *scheduler_; }
+  const PrefixCache* prefix_cache() const { return prefix_cache_.get(); }
+  // Drops every cached prefix no request is using (the pools return to their idle baseline).
+  void reset_prefix_cache() {
+    if (prefix_cache_) prefix_cache_->evict_unpinned();
+  }
   const EngineCounters& counters() const { return counters_; }
   int64_t max_model_len() const { return max_model_len_; }
 
@@ -64,6 +71,7 @@ class Engine {
   EngineOptions options_;
   int64_t max_model_len_;
   KvPagePools pools_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // after pools_: returns its pages on destruction
   std::unique_ptr<Scheduler> scheduler_;
   std::map<RequestId, std::unique_ptr<Sequence>> sequences_;
   std::vector<RequestId> cancelled_;

@@ -5,8 +5,8 @@
 namespace oscar {
 
 Scheduler::Scheduler(SchedulerOptions options, const KvCacheConfig& kv, KvPagePools& pools,
-                     std::function<void(Sequence&)> admit_hook)
-    : options_(options), kv_(kv), pools_(pools), admit_hook_(std::move(admit_hook)) {}
+                     SchedulerHooks hooks)
+    : options_(options), kv_(kv), pools_(pools), hooks_(std::move(hooks)) {}
 
 void Scheduler::add(Sequence* sequence) {
   sequence->state = SequenceState::waiting;
@@ -17,26 +17,59 @@ void Scheduler::remove(Sequence* sequence) {
   std::erase(waiting_, sequence);
   std::erase(running_, sequence);
   sequence->pages.release_all(pools_);
+  if (hooks_.release) hooks_.release(*sequence);
 }
 
 void Scheduler::preempt(Sequence* victim) {
   std::erase(running_, victim);
   victim->pages.release_all(pools_);
+  if (hooks_.release) hooks_.release(*victim);
   victim->state = SequenceState::waiting;
   ++victim->preemptions;
   ++preemptions_;
   waiting_.push_front(victim);
 }
 
+// Reserves pages, first evicting cached prefixes nothing uses when the pools are dry.
+bool Scheduler::reserve_or_reclaim(Sequence* sequence, int64_t count) {
+  if (sequence->pages.reserve(count, kv_, pools_)) return true;
+  if (!hooks_.reclaim || !hooks_.reclaim(sequence->pages.pages_needed(count, kv_))) return false;
+  return sequence->pages.reserve(count, kv_, pools_);
+}
+
 // Reserves pages for `count` more tokens of a running sequence, preempting later-admitted
 // sequences while the pool is dry. Returns false if `sequence` itself had to be preempted.
-bool Scheduler::reserve_or_preempt(Sequence* sequence, int64_t count) {
-  while (!sequence->pages.reserve(count, kv_, pools_)) {
+// A victim already planned this step leaves the plan with its pages.
+bool Scheduler::reserve_or_preempt(Sequence* sequence, int64_t count,
+                                   std::vector<ScheduledChunk>& plan, int64_t& budget) {
+  while (!reserve_or_reclaim(sequence, count)) {
     Sequence* victim = running_.back();
     preempt(victim);
+    for (auto it = plan.begin(); it != plan.end();) {
+      if (it->sequence != victim) {
+        ++it;
+        continue;
+      }
+      budget += it->count;
+      it = plan.erase(it);
+    }
     if (victim == sequence) return false;
   }
   return true;
+}
+
+// Admission reserves for the first chunk. A cached prefix attached to the sequence pins pages that
+// eviction cannot free; if they are what stands in the way, the sequence gives them back and tries
+// cold, so a waiting sequence never holds pages it cannot use.
+bool Scheduler::reserve_for_admission(Sequence* sequence, int64_t budget, int64_t* count) {
+  if (hooks_.admit && sequence->pages.num_tokens() == 0) hooks_.admit(*sequence);
+  *count = std::min({sequence->uncomputed(), budget, options_.prefill_chunk_tokens});
+  if (reserve_or_reclaim(sequence, *count)) return true;
+  if (sequence->pages.num_tokens() == 0) return false;
+  sequence->pages.release_all(pools_);
+  if (hooks_.release) hooks_.release(*sequence);
+  *count = std::min({sequence->uncomputed(), budget, options_.prefill_chunk_tokens});
+  return reserve_or_reclaim(sequence, *count);
 }
 
 std::vector<ScheduledChunk> Scheduler::schedule() {
@@ -49,7 +82,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
       ++i;
       continue;
     }
-    if (!reserve_or_preempt(sequence, 1)) continue;  // it left running_; i now names the next
+    if (!reserve_or_preempt(sequence, 1, plan, budget)) continue;  // it left running_; i now names the next
     plan.push_back({sequence, 1});
     --budget;
     ++i;
@@ -65,7 +98,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     }
     const int64_t count =
         std::min({sequence->uncomputed(), budget, options_.prefill_chunk_tokens});
-    if (!reserve_or_preempt(sequence, count)) continue;
+    if (!reserve_or_preempt(sequence, count, plan, budget)) continue;
     plan.push_back({sequence, count});
     budget -= count;
     ++i;
@@ -73,10 +106,8 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   // 3. Admit waiting sequences in arrival order while pages and slots last.
   while (!waiting_.empty() && budget > 0 && int64_t(running_.size()) < options_.max_num_seqs) {
     Sequence* sequence = waiting_.front();
-    if (admit_hook_ && sequence->pages.num_tokens() == 0) admit_hook_(*sequence);
-    const int64_t count =
-        std::min({sequence->uncomputed(), budget, options_.prefill_chunk_tokens});
-    if (!sequence->pages.reserve(count, kv_, pools_)) break;  // FIFO: wait for pages
+    int64_t count = 0;
+    if (!reserve_for_admission(sequence, budget, &count)) break;  // FIFO: wait for pages
     waiting_.pop_front();
     sequence->state = SequenceState::running;
     running_.push_back(sequence);

@@ -20,6 +20,13 @@ struct SchedulerOptions {
   int64_t prefill_chunk_tokens = 512; // at most this many prompt tokens of one sequence per step
 };
 
+// How the scheduler reaches the prefix cache (all optional).
+struct SchedulerHooks {
+  std::function<void(Sequence&)> admit;          // before a waiting sequence's first reservation
+  std::function<bool(KvPageCounts)> reclaim;     // free cached pages until `needed` are free
+  std::function<void(Sequence&)> release;        // a sequence gave back its pages
+};
+
 struct ScheduledChunk {
   Sequence* sequence = nullptr;
   int64_t count = 0;  // tokens computed this step, starting at sequence->pages.num_tokens()
@@ -27,9 +34,8 @@ struct ScheduledChunk {
 
 class Scheduler {
  public:
-  // `admit_hook` runs when a waiting sequence is about to be admitted (prefix-cache lookup).
   Scheduler(SchedulerOptions options, const KvCacheConfig& kv, KvPagePools& pools,
-            std::function<void(Sequence&)> admit_hook = {});
+            SchedulerHooks hooks = {});
 
   void add(Sequence* sequence);     // joins the waiting queue
   void remove(Sequence* sequence);  // finished or cancelled: pages released
@@ -40,13 +46,16 @@ class Scheduler {
   int64_t preemptions() const { return preemptions_; }
 
  private:
-  bool reserve_or_preempt(Sequence* sequence, int64_t count);
+  bool reserve_or_preempt(Sequence* sequence, int64_t count, std::vector<ScheduledChunk>& plan,
+                          int64_t& budget);
+  bool reserve_for_admission(Sequence* sequence, int64_t budget, int64_t* count);
+  bool reserve_or_reclaim(Sequence* sequence, int64_t count);
   void preempt(Sequence* victim);
 
   SchedulerOptions options_;
   const KvCacheConfig& kv_;
   KvPagePools& pools_;
-  std::function<void(Sequence&)> admit_hook_;
+  SchedulerHooks hooks_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // in admission order
   int64_t preemptions_ = 0;

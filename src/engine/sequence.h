@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_strings.h"
@@ -31,6 +32,7 @@ struct Sequence {
   StopStringMatcher stop_matcher;
   std::vector<float> prompt_logprobs;
   int64_t cached_prompt_tokens = 0;
+  PrefixCache::Cursor cache_cursor;
   int64_t preemptions = 0;
   std::chrono::steady_clock::time_point arrival_time;
   std::chrono::steady_clock::time_point first_token_time;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -53,13 +54,26 @@ void SafetensorsFile::parse() {
           header_bytes, bytes.size());
   const auto header_text =
       std::string_view(reinterpret_cast<const char*>(bytes.data()) + 8, size_t(header_bytes));
+  // nlohmann keeps the last of repeated keys silently; a header that names a tensor twice is
+  // ambiguous (another reader may take the first), so the parse notes top-level repeats.
+  std::set<std::string> top_level_keys;
+  std::string repeated_key;
+  const auto note_repeats = [&](int depth, nlohmann::json::parse_event_t event,
+                                nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 &&
+        !top_level_keys.insert(parsed.get<std::string>()).second && repeated_key.empty()) {
+      repeated_key = parsed.get<std::string>();
+    }
+    return true;
+  };
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_text);
+    header = nlohmann::json::parse(header_text, note_repeats);
   } catch (const nlohmann::json::exception& error) {
     fail("{}: header is not valid JSON: {}", path, error.what());
   }
   require(header.is_object(), "{}: header is not a JSON object", path);
+  require(repeated_key.empty(), "{}: tensor {} appears twice in the header", path, repeated_key);
 
   const std::span<const std::byte> data = bytes.subspan(8 + size_t(header_bytes));
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
@@ -145,6 +159,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorToWrite>
   }
   uint64_t offset = 0;
   for (const auto& tensor : tensors) {
+    require(tensor.name != "__metadata__" && !header.contains(tensor.name),
+            "{}: tensor name {} is reserved or repeated", path, tensor.name);
     uint64_t expected = 0;
     require(checked_byte_count(tensor.shape, dtype_size_bytes(tensor.dtype), &expected) &&
                 expected == tensor.data.size(),

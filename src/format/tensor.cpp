@@ -72,6 +72,11 @@ int64_t TensorView::numel() const {
 void convert_to_float(const TensorView& tensor, std::span<float> out) {
   require(int64_t(out.size()) == tensor.numel(), "tensor {}: {} elements, output holds {}",
           tensor.name, tensor.numel(), out.size());
+  // The view may be hand-made; never read past its bytes.
+  require(tensor.data.size() == out.size() * dtype_size_bytes(tensor.dtype),
+          "tensor {}: {} {} needs {} bytes, the view holds {}", tensor.name,
+          dtype_name(tensor.dtype), shape_to_string(tensor.shape),
+          out.size() * dtype_size_bytes(tensor.dtype), tensor.data.size());
   switch (tensor.dtype) {
     case DType::f32:
       std::memcpy(out.data(), tensor.data.data(), out.size() * sizeof(float));

@@ -41,27 +41,29 @@ struct PageLayout {
   int64_t value_params_offset = 0;
   int64_t quantized_page_bytes = 0;
 
+  // The offsets are constexpr so that CUDA kernels (built with --expt-relaxed-constexpr) call these
+  // same functions on a PageLayout passed by value: one description of the bytes, no device copy.
   // Full-precision page.
-  int64_t full_key_offset(int64_t kv_head, int64_t slot) const {
+  constexpr int64_t full_key_offset(int64_t kv_head, int64_t slot) const {
     return (kv_head * page_size_tokens + slot) * head_dim * element_bytes;
   }
-  int64_t full_value_offset(int64_t kv_head, int64_t slot) const {
+  constexpr int64_t full_value_offset(int64_t kv_head, int64_t slot) const {
     return full_page_bytes / 2 + full_key_offset(kv_head, slot);
   }
   // Quantized page.
-  int64_t key_codes(int64_t kv_head, int64_t slot) const {
+  constexpr int64_t key_codes(int64_t kv_head, int64_t slot) const {
     return key_codes_offset + (kv_head * page_size_tokens + slot) * code_bytes_per_row;
   }
-  int64_t value_codes(int64_t kv_head, int64_t slot) const {
+  constexpr int64_t value_codes(int64_t kv_head, int64_t slot) const {
     return value_codes_offset + (kv_head * page_size_tokens + slot) * code_bytes_per_row;
   }
   // Per-token key params: `group` indexes channel groups. Per-channel (KIVI): `group` is the channel.
-  int64_t key_params(int64_t kv_head, int64_t slot, int64_t group) const {
+  constexpr int64_t key_params(int64_t kv_head, int64_t slot, int64_t group) const {
     const int64_t row = keys_per_channel ? (slot / group_size) * head_dim
                                          : slot * (head_dim / group_size);
     return key_params_offset + (kv_head * key_param_pairs_per_head + row + group) * param_bytes;
   }
-  int64_t value_params(int64_t kv_head, int64_t slot, int64_t group) const {
+  constexpr int64_t value_params(int64_t kv_head, int64_t slot, int64_t group) const {
     return value_params_offset +
            (kv_head * value_param_pairs_per_head + slot * (head_dim / group_size) + group) *
                param_bytes;

@@ -74,6 +74,12 @@ void SequencePages::commit(int64_t count, const KvCacheConfig& c, KvPagePools& p
   }
 }
 
+void SequencePages::attach_prefix(std::vector<LogicalPage> pages, int64_t num_tokens) {
+  require(pages_.empty() && num_tokens_ == 0, "attach_prefix: the sequence already holds pages");
+  pages_ = std::move(pages);
+  num_tokens_ = num_tokens;
+}
+
 void SequencePages::release_all(KvPagePools& pools) {
   for (LogicalPage& page : pages_) {
     if (page.full >= 0) pools.full.release(page.full);

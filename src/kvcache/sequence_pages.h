@@ -37,6 +37,9 @@ class SequencePages {
   void commit(int64_t count, const KvCacheConfig& config, KvPagePools& pools);
   // Returns every page to the pools (the sequence ends or is preempted).
   void release_all(KvPagePools& pools);
+  // Starts an empty sequence from `num_tokens` already cached tokens whose pages the caller has
+  // retained for it (prefix cache hit).
+  void attach_prefix(std::vector<LogicalPage> pages, int64_t num_tokens);
 
  private:
   bool needs_full(int64_t page, int64_t num_tokens, const KvCacheConfig& config) const;

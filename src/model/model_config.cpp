@@ -64,7 +64,7 @@ Architecture parse_architecture(const ConfigReader& reader, std::string* name) {
   *name = (*architectures)[0].get<std::string>();
   if (*name == "Qwen3ForCausalLM") return Architecture::qwen3;
   if (*name == "LlamaForCausalLM") return Architecture::llama;
-  fail("{}: unsupported architecture {} (supported: Qwen3ForCausalLM, LlamaForCausalLM)",
+  fail("{}: architectures: unsupported architecture {} (supported: Qwen3ForCausalLM, LlamaForCausalLM)",
        reader.source(), *name);
 }
 
@@ -73,28 +73,34 @@ Architecture parse_architecture(const ConfigReader& reader, std::string* name) {
 void parse_rope(const ConfigReader& reader, ModelConfig& config) {
   const json* parameters = reader.find("rope_parameters");
   const json* scaling = reader.find("rope_scaling");
+  const char* scaling_field = "rope_scaling";
   if (parameters != nullptr && !parameters->is_null()) {
     require(parameters->is_object(), "{}: rope_parameters must be an object", reader.source());
     if (const auto theta = parameters->find("rope_theta"); theta != parameters->end()) {
       config.rope_theta = reader.positive_number(*theta, "rope_parameters.rope_theta");
     }
-    if (scaling == nullptr || scaling->is_null()) scaling = parameters;
+    if (scaling == nullptr || scaling->is_null()) {
+      scaling = parameters;
+      scaling_field = "rope_parameters";
+    }
   }
   if (const json* theta = reader.find("rope_theta"); theta != nullptr && !theta->is_null()) {
     config.rope_theta = reader.positive_number(*theta, "rope_theta");
   }
   if (scaling == nullptr || scaling->is_null()) return;
-  require(scaling->is_object(), "{}: rope_scaling must be an object", reader.source());
+  require(scaling->is_object(), "{}: {} must be an object", reader.source(), scaling_field);
   std::string type = "default";
+  const char* type_key = "rope_type";
   for (const char* key : {"rope_type", "type"}) {
     if (const auto it = scaling->find(key); it != scaling->end() && it->is_string()) {
       type = it->get<std::string>();
+      type_key = key;
       break;
     }
   }
   if (type == "default") return;
-  require(type == "llama3", "{}: unsupported RoPE scaling type {} (supported: llama3)",
-          reader.source(), type);
+  require(type == "llama3", "{}: {}.{}: RoPE scaling type {} is not supported (default, llama3)",
+          reader.source(), scaling_field, type_key, type);
   auto number = [&](const char* key) {
     const auto it = scaling->find(key);
     require(it != scaling->end(), "{}: rope_scaling of type llama3 lacks {}", reader.source(), key);
@@ -119,9 +125,10 @@ void reject_unsupported_features(const ConfigReader& reader) {
             "{}: hidden_act {} is not supported (only silu)", reader.source(), act->dump());
   }
   if (const json* types = reader.find("layer_types"); types != nullptr && types->is_array()) {
-    for (const auto& type : *types) {
-      require(type == "full_attention", "{}: layer type {} is not supported (only full_attention)",
-              reader.source(), type.dump());
+    for (size_t layer = 0; layer < types->size(); ++layer) {
+      require((*types)[layer] == "full_attention",
+              "{}: layer_types[{}] = {} is not supported (only full_attention)", reader.source(),
+              layer, (*types)[layer].dump());
     }
   }
 }
@@ -176,8 +183,13 @@ ModelConfig parse_model_config_json(const std::string& json_text, const std::str
   config.num_layers = reader.positive_int("num_hidden_layers");
   config.num_heads = reader.positive_int("num_attention_heads");
   config.num_kv_heads = reader.positive_int_or("num_key_value_heads", config.num_heads);
-  config.head_dim = reader.positive_int_or("head_dim", config.hidden_size / config.num_heads);
-  config.max_position_embeddings = reader.positive_int_or("max_position_embeddings", 4096);
+  // Absent fields take transformers' defaults, which differ by class: Qwen3Config has head_dim 128
+  // and max_position_embeddings 32768; LlamaConfig hidden_size / num_attention_heads and 2048.
+  const bool qwen3 = config.architecture == Architecture::qwen3;
+  config.head_dim =
+      reader.positive_int_or("head_dim", qwen3 ? 128 : config.hidden_size / config.num_heads);
+  config.max_position_embeddings =
+      reader.positive_int_or("max_position_embeddings", qwen3 ? 32768 : 2048);
   if (const json* eps = reader.find("rms_norm_eps"); eps != nullptr) {
     config.rms_norm_eps = reader.positive_number(*eps, "rms_norm_eps");
   }
@@ -192,6 +204,8 @@ ModelConfig parse_model_config_json(const std::string& json_text, const std::str
   require(config.num_heads % config.num_kv_heads == 0,
           "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", source_name,
           config.num_heads, config.num_kv_heads);
+  require(config.head_dim > 0, "{}: head_dim missing, and hidden_size {} < num_attention_heads {}",
+          source_name, config.hidden_size, config.num_heads);
   require(config.head_dim % 2 == 0, "{}: head_dim {} must be even for RoPE", source_name,
           config.head_dim);
   config.config_hash = compute_config_hash(config);

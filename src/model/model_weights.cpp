@@ -111,6 +111,8 @@ ModelWeights load_model(const std::string& model_dir) {
       require(located != locations.end(), "{}/model.safetensors.index.json: tensor {} is not listed",
               model_dir, spec.name);
       path = located->second;
+      require(file_exists(path), "{}/model.safetensors.index.json: tensor {} is listed in {}, "
+              "which does not exist", model_dir, spec.name, path);
     }
     const SafetensorsFile* file = open_file(path);
     const TensorView* view = file->find(spec.name);

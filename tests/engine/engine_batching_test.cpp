@@ -95,6 +95,7 @@ TEST(EngineBatching, BatchedRequestsEqualTheSameRequestsAlone) {
     EXPECT_EQ(together.at(ids[i]).text, alone[i].text);
     EXPECT_EQ(together.at(ids[i]).reason, FinishReason::length);
   }
+  engine->reset_prefix_cache();
   EXPECT_EQ(engine->pools().full.free_pages(), 256);
   EXPECT_EQ(engine->pools().quantized.free_pages(), 256);
 }
@@ -115,6 +116,7 @@ TEST(EngineBatching, ExhaustedPoolPreemptsAndStillFinishesEveryRequest) {
     EXPECT_EQ(together.at(ids[i]).tokens, alone[i].tokens) << kPrompts[i];
   }
   EXPECT_GT(engine->scheduler().preemptions(), 0);
+  engine->reset_prefix_cache();
   EXPECT_EQ(engine->pools().full.free_pages(), 14);
   EXPECT_EQ(engine->pools().quantized.free_pages(), 12);
 }
@@ -128,6 +130,7 @@ TEST(EngineBatching, CancelReturnsPagesAndOthersContinue) {
   const auto results = run_all(*engine);
   EXPECT_EQ(results.at(keep).reason, FinishReason::length);
   EXPECT_EQ(results.at(drop).reason, FinishReason::cancelled);
+  engine->reset_prefix_cache();
   EXPECT_EQ(engine->pools().full.free_pages(), 64);
 }
 

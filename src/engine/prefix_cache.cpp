@@ -1,0 +1,185 @@
+#include "engine/prefix_cache.h"
+
+#include <algorithm>
+#include <functional>
+
+namespace oscar {
+
+struct PrefixCache::Node {
+  Node* parent = nullptr;
+  std::vector<int32_t> key;  // this page's tokens
+  std::map<std::vector<int32_t>, std::unique_ptr<Node>> children;
+  LogicalPage pages;
+  int64_t pins = 0;
+  uint64_t last_used = 0;
+};
+
+namespace {
+
+bool overlaps(int64_t page, int64_t size, int64_t begin, int64_t end) {
+  return begin < end && page * size < end && (page + 1) * size > begin;
+}
+
+}  // namespace
+
+PrefixCache::PrefixCache(const KvCacheConfig& kv, KvPagePools& pools)
+    : kv_(kv), pools_(pools), root_(std::make_unique<Node>()) {}
+
+PrefixCache::~PrefixCache() {
+  std::function<void(Node&)> release_all = [&](Node& node) {
+    for (auto& [key, child] : node.children) release_all(*child);
+    if (node.pages.full >= 0) pools_.full.release(node.pages.full);
+    if (node.pages.quantized >= 0) pools_.quantized.release(node.pages.quantized);
+  };
+  release_all(*root_);
+}
+
+void PrefixCache::touch(Node* node) {
+  for (; node != nullptr; node = node->parent) node->last_used = clock_;
+}
+
+// Can a sequence start from the first `pages` pages of `path` (sequence_tokens = pages * P)?
+// Every page must hold what the decode rule reads at that length, and the quantized region must
+// end on a page boundary so that no shared page is written again.
+bool PrefixCache::usable(const std::vector<Node*>& path, int64_t pages, int64_t sequence_tokens) const {
+  const int64_t p = kv_.page_size_tokens;
+  const int64_t qend = quantized_end(kv_, sequence_tokens);
+  if (qend > kv_.sink_tokens && qend % p != 0) return false;
+  for (int64_t i = 0; i < pages; ++i) {
+    const LogicalPage& cached = path[size_t(i)]->pages;
+    const bool full = overlaps(i, p, 0, std::min(kv_.sink_tokens, sequence_tokens)) ||
+                      overlaps(i, p, qend, sequence_tokens);
+    if (full && cached.full < 0) return false;
+    if (overlaps(i, p, kv_.sink_tokens, qend) && cached.quantized < 0) return false;
+  }
+  return true;
+}
+
+int64_t PrefixCache::attach(std::span<const int32_t> tokens, int64_t max_tokens, SequencePages& pages,
+                            Cursor& cursor) {
+  const int64_t p = kv_.page_size_tokens;
+  std::vector<Node*> path;
+  Node* node = root_.get();
+  for (int64_t i = 0; (i + 1) * p <= std::min<int64_t>(max_tokens, int64_t(tokens.size())); ++i) {
+    const std::vector<int32_t> key(tokens.begin() + i * p, tokens.begin() + (i + 1) * p);
+    const auto it = node->children.find(key);
+    if (it == node->children.end()) break;
+    node = it->second.get();
+    path.push_back(node);
+  }
+  int64_t count = int64_t(path.size());
+  while (count > 0 && !usable(path, count, count * p)) --count;
+  if (count == 0) return 0;
+  const int64_t attached = count * p;
+  const int64_t qend = quantized_end(kv_, attached);
+  std::vector<LogicalPage> logical(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const LogicalPage& cached = path[size_t(i)]->pages;
+    // Only the formats the sequence reads: a page it holds must never be one it will write.
+    if (overlaps(i, p, 0, std::min(kv_.sink_tokens, attached)) || overlaps(i, p, qend, attached)) {
+      pools_.full.retain(cached.full);
+      logical[size_t(i)].full = cached.full;
+    }
+    if (overlaps(i, p, kv_.sink_tokens, qend)) {
+      pools_.quantized.retain(cached.quantized);
+      logical[size_t(i)].quantized = cached.quantized;
+    }
+    ++path[size_t(i)]->pins;
+  }
+  pages.attach_prefix(std::move(logical), attached);
+  path.resize(size_t(count));
+  cursor.path = std::move(path);
+  ++clock_;
+  touch(cursor.path.back());
+  return attached;
+}
+
+void PrefixCache::insert(std::span<const int32_t> tokens, const SequencePages& pages, Cursor& cursor) {
+  const int64_t p = kv_.page_size_tokens;
+  const int64_t n = pages.num_tokens();
+  if (pages.full_precision_until() > 0) return;  // a different rule: nothing to share
+  const int64_t qend = quantized_end(kv_, n);
+  const auto& logical = pages.pages();
+  ++clock_;
+  // Pages recorded earlier may have become quantized since.
+  for (size_t i = 0; i < cursor.path.size(); ++i) {
+    Node* node = cursor.path[i];
+    const int64_t end = int64_t(i + 1) * p;
+    if (node->pages.quantized < 0 && logical[i].quantized >= 0 && qend >= end && end > kv_.sink_tokens) {
+      pools_.quantized.retain(logical[i].quantized);
+      node->pages.quantized = logical[i].quantized;
+    }
+  }
+  // New complete pages extend the path.
+  Node* node = cursor.path.empty() ? root_.get() : cursor.path.back();
+  for (int64_t i = int64_t(cursor.path.size()); (i + 1) * p <= n; ++i) {
+    std::vector<int32_t> key(tokens.begin() + i * p, tokens.begin() + (i + 1) * p);
+    auto& child = node->children[key];
+    if (!child) {
+      child = std::make_unique<Node>();
+      child->parent = node;
+      child->key = std::move(key);
+    }
+    node = child.get();
+    const LogicalPage& page = logical[size_t(i)];
+    if (node->pages.full < 0 && page.full >= 0) {
+      pools_.full.retain(page.full);
+      node->pages.full = page.full;
+    }
+    if (node->pages.quantized < 0 && page.quantized >= 0 && qend >= (i + 1) * p) {
+      pools_.quantized.retain(page.quantized);
+      node->pages.quantized = page.quantized;
+    }
+    ++node->pins;
+    cursor.path.push_back(node);
+  }
+  if (!cursor.path.empty()) touch(cursor.path.back());
+}
+
+void PrefixCache::release(Cursor& cursor) {
+  for (Node* node : cursor.path) --node->pins;
+  cursor.path.clear();
+}
+
+bool PrefixCache::evict(KvPageCounts needed) {
+  auto enough = [&] {
+    return pools_.full.free_pages() >= needed.full && pools_.quantized.free_pages() >= needed.quantized;
+  };
+  while (!enough()) {
+    // The least recently used leaf that no sequence pins.
+    Node* victim = nullptr;
+    std::function<void(Node&)> find = [&](Node& node) {
+      for (auto& [key, child] : node.children) {
+        if (child->children.empty()) {
+          if (child->pins == 0 && (victim == nullptr || child->last_used < victim->last_used)) victim = child.get();
+        } else {
+          find(*child);
+        }
+      }
+    };
+    find(*root_);
+    if (victim == nullptr) return false;
+    if (victim->pages.full >= 0) pools_.full.release(victim->pages.full);
+    if (victim->pages.quantized >= 0) pools_.quantized.release(victim->pages.quantized);
+    victim->parent->children.erase(victim->key);
+  }
+  return true;
+}
+
+void PrefixCache::evict_unpinned() {
+  evict({pools_.full.capacity() + int64_t(1), pools_.quantized.capacity() + int64_t(1)});
+}
+
+int64_t PrefixCache::cached_pages() const {
+  int64_t count = 0;
+  std::function<void(const Node&)> visit = [&](const Node& node) {
+    for (const auto& [key, child] : node.children) {
+      count += (child->pages.full >= 0) + (child->pages.quantized >= 0);
+      visit(*child);
+    }
+  };
+  visit(*root_);
+  return count;
+}
+
+}  // namespace oscar

@@ -1,0 +1,118 @@
+// Prefix caching: hits skip prefill of whole shared pages (full-precision and quantized) and give
+// exactly the answers of a cold run; cached pages are evicted when the pool needs them.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/engine.h"
+#include "format/documents.h"
+#include "model/model_weights.h"
+#include "support/test_paths.h"
+#include "tokenizer/tokenizer.h"
+
+namespace oscar {
+namespace {
+
+const ModelWeights& testbed() {
+  static const ModelWeights weights = load_model(testing::testbed_model_dir());
+  return weights;
+}
+
+const Tokenizer& tokenizer() {
+  static const Tokenizer t = Tokenizer::load(testing::testbed_model_dir());
+  return t;
+}
+
+std::unique_ptr<Engine> make_engine(bool prefix_caching, KvPageCounts capacity) {
+  BackendOptions options;
+  options.kv.dtype = KvDtype::int2;
+  options.kv.method = KvMethod::quarot;
+  options.kv.sink_tokens = 16;
+  options.kv.recent_tokens = 32;
+  options.kv.page_size_tokens = 16;
+  options.capacity = capacity;
+  EngineOptions engine_options;
+  engine_options.prefix_caching = prefix_caching;
+  engine_options.scheduler.max_num_seqs = 4;
+  engine_options.scheduler.prefill_chunk_tokens = 64;
+  return std::make_unique<Engine>(make_backend(testbed(), options), &tokenizer(), engine_options);
+}
+
+std::vector<int32_t> shared_prefix() {
+  const auto documents = read_documents(testing::testbed_model_dir() + "/valid.xz");
+  auto ids = tokenizer().encode(documents[3]);
+  ids.resize(200);
+  return ids;
+}
+
+struct Result {
+  std::vector<int32_t> tokens;
+  int64_t cached = 0;
+};
+
+Result run_one(Engine& engine, std::vector<int32_t> prompt) {
+  GenerationRequest request;
+  request.prompt = std::move(prompt);
+  request.sampling.temperature = 0;
+  request.stop.max_tokens = 24;
+  engine.submit(request);
+  Result result;
+  while (!engine.idle()) {
+    for (const auto& out : engine.step()) {
+      result.tokens.insert(result.tokens.end(), out.tokens.begin(), out.tokens.end());
+      result.cached = out.cached_prompt_tokens;
+    }
+  }
+  return result;
+}
+
+TEST(PrefixCache, HitsGiveTheColdAnswerAndSkipSharedPages) {
+  auto cached = make_engine(true, {64, 64});
+  auto cold = make_engine(false, {64, 64});
+  const std::vector<std::string> suffixes = {" The pass key is", " int main(void) {", "\n\nstatic int"};
+  for (size_t i = 0; i < suffixes.size(); ++i) {
+    auto prompt = shared_prefix();
+    const auto tail = tokenizer().encode(suffixes[i]);
+    prompt.insert(prompt.end(), tail.begin(), tail.end());
+    const Result with_cache = run_one(*cached, prompt);
+    const Result without = run_one(*cold, prompt);
+    EXPECT_EQ(with_cache.tokens, without.tokens) << suffixes[i];
+    if (i == 0) {
+      EXPECT_EQ(with_cache.cached, 0);
+    } else {
+      // 200 shared tokens = 12 whole pages of 16; quantized pages among them are shared too.
+      EXPECT_EQ(with_cache.cached, 192) << suffixes[i];
+    }
+  }
+  EXPECT_EQ(cached->counters().cached_prompt_tokens, 2 * 192);
+  EXPECT_GT(cached->prefix_cache()->cached_pages(), 12);
+}
+
+TEST(PrefixCache, RepeatingAPromptReusesItsOwnPages) {
+  auto engine = make_engine(true, {64, 64});
+  const auto prompt = shared_prefix();
+  const Result first = run_one(*engine, prompt);
+  const Result second = run_one(*engine, prompt);
+  EXPECT_EQ(first.tokens, second.tokens);
+  EXPECT_EQ(second.cached, 192);  // all but the last partial page and one token to compute
+}
+
+TEST(PrefixCache, CachedPagesAreEvictedWhenThePoolNeedsThem) {
+  // Room for about one sequence: every new prompt must evict what the previous one cached.
+  auto engine = make_engine(true, {14, 14});
+  const auto documents = read_documents(testing::testbed_model_dir() + "/valid.xz");
+  for (int d = 10; d < 16; ++d) {
+    auto prompt = tokenizer().encode(documents[size_t(d)]);
+    prompt.resize(150);
+    EXPECT_EQ(run_one(*engine, prompt).tokens.size(), 24u) << "document " << d;
+  }
+  EXPECT_LE(engine->pools().full.used_pages(), 14);
+  EXPECT_GT(engine->prefix_cache()->cached_pages(), 0);
+  engine->reset_prefix_cache();
+  EXPECT_EQ(engine->prefix_cache()->cached_pages(), 0);
+  EXPECT_EQ(engine->pools().full.free_pages(), 14);
+  EXPECT_EQ(engine->pools().quantized.free_pages(), 14);
+}
+
+}  // namespace
+}  // namespace oscar
