@@ -66,6 +66,17 @@ void EngineService::cancel(RequestId id) {
   work_.notify_all();
 }
 
+void EngineService::reset_prefix_cache() {
+  std::future<void> done;
+  {
+    const std::lock_guard lock(mutex_);
+    if (stopping_) throw ApiError(503, "server_shutting_down", "the server is shutting down");
+    done = prefix_cache_resets_.emplace_back().get_future();
+  }
+  work_.notify_all();
+  done.wait();
+}
+
 EngineSnapshot EngineService::snapshot() const {
   const std::lock_guard lock(mutex_);
   return snapshot_;
@@ -74,10 +85,12 @@ EngineSnapshot EngineService::snapshot() const {
 void EngineService::admit_pending() {
   std::vector<std::pair<GenerationRequest, std::shared_ptr<RequestStream>>> pending;
   std::vector<RequestId> cancellations;
+  std::vector<std::promise<void>> resets;
   {
     const std::lock_guard lock(mutex_);
     pending.swap(pending_);
     cancellations.swap(cancellations_);
+    resets.swap(prefix_cache_resets_);
   }
   for (auto& [request, stream] : pending) {
     const int64_t prompt_tokens = int64_t(request.prompt.size());
@@ -99,15 +112,28 @@ void EngineService::admit_pending() {
     stream->ready_.notify_all();
   }
   for (const RequestId id : cancellations) engine_->cancel(id);
+  if (!resets.empty()) {
+    engine_->reset_prefix_cache();
+    publish_snapshot();
+    for (std::promise<void>& reset : resets) reset.set_value();
+  }
 }
 
 void EngineService::publish_snapshot() {
   const KvPagePools& pools = engine_->pools();
   const Scheduler& scheduler = engine_->scheduler();
   const PageLayout& layout = engine_->backend().page_layout();
+  // Bits per element count the running requests' own pages: the pools also hold the cached
+  // prefixes of finished requests, which are no bytes of the tokens counted here.
   int64_t tokens = 0;
-  for (const Sequence* sequence : scheduler.running()) tokens += sequence->pages.num_tokens();
-  const KvPageCounts used{pools.full.used_pages(), pools.quantized.used_pages()};
+  KvPageCounts held;
+  for (const Sequence* sequence : scheduler.running()) {
+    tokens += sequence->pages.num_tokens();
+    for (const LogicalPage& page : sequence->pages.pages()) {
+      held.full += page.full >= 0 ? 1 : 0;
+      held.quantized += page.quantized >= 0 ? 1 : 0;
+    }
+  }
   const auto now = std::chrono::steady_clock::now();
   while (!recent_tokens_.empty() && now - recent_tokens_.front().first > std::chrono::seconds(10)) {
     recent_tokens_.pop_front();
@@ -117,11 +143,11 @@ void EngineService::publish_snapshot() {
   const std::lock_guard lock(mutex_);
   snapshot_.running = int64_t(scheduler.running().size());
   snapshot_.waiting = int64_t(scheduler.waiting().size());
-  snapshot_.full_pages_used = used.full;
+  snapshot_.full_pages_used = pools.full.used_pages();
   snapshot_.full_pages_free = pools.full.free_pages();
-  snapshot_.quantized_pages_used = used.quantized;
+  snapshot_.quantized_pages_used = pools.quantized.used_pages();
   snapshot_.quantized_pages_free = pools.quantized.free_pages();
-  snapshot_.bits_per_element = tokens > 0 ? bits_per_element(layout, used, tokens) : 0.0;
+  snapshot_.bits_per_element = tokens > 0 ? bits_per_element(layout, held, tokens) : 0.0;
   snapshot_.generated_tokens = engine_->counters().generated_tokens;
   snapshot_.cached_prompt_tokens = engine_->counters().cached_prompt_tokens;
   snapshot_.preemptions = scheduler.preemptions();
@@ -133,7 +159,8 @@ void EngineService::loop() {
     {
       std::unique_lock lock(mutex_);
       work_.wait_for(lock, std::chrono::milliseconds(50), [&] {
-        return stopping_ || !pending_.empty() || !cancellations_.empty() || !engine_->idle();
+        return stopping_ || !pending_.empty() || !cancellations_.empty() || !prefix_cache_resets_.empty() ||
+               !engine_->idle();
       });
       if (stopping_) break;
     }
@@ -185,6 +212,7 @@ void EngineService::loop() {
     stream->rejection_ = "the server is shutting down";
     stream->ready_.notify_all();
   }
+  for (std::promise<void>& reset : prefix_cache_resets_) reset.set_value();
 }
 
 }  // namespace oscar

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,9 @@ class EngineService {
   std::shared_ptr<RequestStream> submit(GenerationRequest request);
   void cancel(RequestId id);
   EngineSnapshot snapshot() const;
+  // Drops every cached prefix that no request uses, between two steps of the loop, and returns
+  // once done; with no request in flight the next snapshot() shows the pools at their baseline.
+  void reset_prefix_cache();
 
  private:
   void loop();
@@ -63,6 +67,7 @@ class EngineService {
   std::condition_variable work_;
   std::vector<std::pair<GenerationRequest, std::shared_ptr<RequestStream>>> pending_;
   std::vector<RequestId> cancellations_;
+  std::vector<std::promise<void>> prefix_cache_resets_;
   std::map<RequestId, std::shared_ptr<RequestStream>> streams_;  // loop thread only
   EngineSnapshot snapshot_;
   std::deque<std::pair<std::chrono::steady_clock::time_point, int64_t>> recent_tokens_;

@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 
@@ -92,6 +93,14 @@ HttpServer::HttpServer(EngineService& service, ServerMetrics& metrics, ServedMod
   const int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   server_->set_payload_max_length(options_.max_request_bytes);
+  // httplib 0.11's default socket options set SO_REUSEPORT, with which a second server binds a
+  // port already in use and the kernel splits the connections between the two. SO_REUSEADDR
+  // alone lets a restart bind while old connections sit in TIME_WAIT, and a taken port fails.
+  server_->set_socket_options([this](int socket) {
+    const int yes = 1;
+    ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    listening_socket_ = socket;
+  });
   server_->set_read_timeout(30, 0);
   server_->set_write_timeout(30, 0);
   register_routes();
@@ -137,6 +146,19 @@ void HttpServer::register_routes() {
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(service_.snapshot()), "text/plain; version=0.0.4");
   });
+  // httplib 0.11 holds a body to the size limit only when it announces its length: a chunked body
+  // (or one read until the connection closes) would be buffered whole, however large. Every
+  // OpenAI client sends a Content-Length, so a body without one is refused before it is read.
+  server_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    const bool may_have_body = req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS";
+    if (!may_have_body || (req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    send_error(res, ApiError(411, "invalid_request_error",
+                             "send the request body with a Content-Length (chunked bodies are not accepted)"));
+    res.set_header("Connection", "close");  // the unread body must not be taken for the next request
+    return httplib::Server::HandlerResponse::Handled;
+  });
   server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     // Errors httplib raises itself (404 route, 413 body too large, 400 malformed HTTP) as JSON.
     if (!res.body.empty()) return;
@@ -168,10 +190,16 @@ void HttpServer::bind() {
             options_.host, options_.port);
     port_ = options_.port;
   }
+  // httplib 0.11 listens with a backlog of 5: a burst of clients (64 streams opening at once)
+  // overflows it, and some of the connections then fail. Listening again on the bound socket
+  // raises the backlog in place.
+  require(::listen(listening_socket_, SOMAXCONN) == 0, "cannot listen on {}:{}", options_.host, port_);
 }
 
 void HttpServer::serve() { server_->listen_after_bind(); }
 
 void HttpServer::stop() { server_->stop(); }
+
+bool HttpServer::is_running() const { return server_->is_running(); }
 
 }  // namespace oscar

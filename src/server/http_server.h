@@ -33,6 +33,7 @@ class HttpServer {
   void bind();
   void serve();
   void stop();
+  bool is_running() const;  // the listening loop runs (stop() before that does nothing)
   int port() const { return port_; }
 
  private:
@@ -43,6 +44,7 @@ class HttpServer {
   ServedModel model_;
   HttpServerOptions options_;
   std::unique_ptr<httplib::Server> server_;
+  int listening_socket_ = -1;
   int port_ = 0;
 };
 

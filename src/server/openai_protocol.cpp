@@ -165,6 +165,21 @@ const char* finish_reason(FinishReason reason) {
 
 }  // namespace
 
+ServedModel make_served_model(std::string name, const Tokenizer& tokenizer, std::string_view architecture_name,
+                              std::vector<int32_t> eos_token_ids, int64_t max_model_len) {
+  ServedModel served;
+  served.name = std::move(name);
+  served.tokenizer = &tokenizer;
+  served.chat_format = chat_format_for(architecture_name);
+  served.eos_token_ids = eos_token_ids;
+  served.chat_stop_token_ids = std::move(eos_token_ids);
+  for (const char* end_of_turn : {"<|im_end|>", "<|eot_id|>"}) {
+    if (const auto id = tokenizer.token_id(end_of_turn)) served.chat_stop_token_ids.push_back(*id);
+  }
+  served.max_model_len = max_model_len;
+  return served;
+}
+
 std::string to_json_text(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,11 @@ struct ServedModel {
   std::vector<int32_t> chat_stop_token_ids;  // chat also stops at the end-of-turn token
   int64_t max_model_len = 0;
 };
+
+// Completions stop at the model's EOS tokens; chat also at the end of an assistant turn
+// (<|im_end|> or <|eot_id|>, whichever the vocabulary holds).
+ServedModel make_served_model(std::string name, const Tokenizer& tokenizer, std::string_view architecture_name,
+                              std::vector<int32_t> eos_token_ids, int64_t max_model_len);
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::completions;

@@ -2,41 +2,18 @@
 // non-zero exit for bad input.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "oscar_command.h"
 #include "support/test_paths.h"
 
 namespace oscar {
 namespace {
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string stdout_text;
-  std::string stderr_text;
-};
-
-CommandResult run_oscar(const std::string& arguments) {
-  const std::string dir = testing::make_temp_dir("cli");
-  const std::string err_path = dir + "/stderr";
-  const std::string command =
-      std::string(OSCAR_BINARY_DIR) + "/src/cli/oscar " + arguments + " 2>" + err_path;
-  CommandResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buffer{};
-  size_t n = 0;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.stdout_text.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  result.stderr_text.assign(std::istreambuf_iterator<char>(err), {});
-  return result;
-}
+using testing::CommandResult;
+using testing::run_oscar;
 
 TEST(GenerateCommand, GreedyContinuationMatchesTransformers) {
   // transformers' greedy continuation of this prompt (models/testbed/reference, case 0).

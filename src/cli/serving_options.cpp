@@ -1,0 +1,69 @@
+#include "cli/serving_options.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "kvcache/page_layout.h"
+#include "util/error.h"
+
+namespace oscar::cli {
+
+void add_serving_options(CLI::App& command, ServingOptions& o) {
+  add_model_options(command, o.model);
+  command.add_option("--max-num-seqs", o.max_num_seqs, "sequences in the running batch")
+      ->capture_default_str();
+  command.add_option("--kv-pool-gb", o.kv_pool_gb, "KV cache pool size in GiB");
+  command
+      .add_option("--kv-pool-fraction", o.kv_pool_fraction,
+                  "KV pool as a fraction of free device memory (when --kv-pool-gb is not given)")
+      ->capture_default_str();
+  command.add_option("--max-model-len", o.max_model_len, "context limit (default: the model's)");
+  command.add_option("--prefill-chunk", o.prefill_chunk, "prompt tokens of one sequence per step")
+      ->capture_default_str();
+  command.add_option("--max-step-tokens", o.max_step_tokens, "tokens per step")
+      ->capture_default_str();
+  command.add_option("--served-model-name", o.served_model_name,
+                     "model id in the API (default: the directory name)");
+}
+
+std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpServerOptions http) {
+  require(o.max_num_seqs >= 1, "--max-num-seqs must be at least 1");
+  require(o.kv_pool_fraction > 0 && o.kv_pool_fraction <= 0.95,
+          "--kv-pool-fraction must lie in (0, 0.95]");
+  auto local = std::make_unique<LocalServer>();
+  local->session = open_model(o.model);
+  const ModelSession& session = local->session;
+  const ModelConfig& model = session.weights.config;
+  const int64_t max_model_len =
+      o.max_model_len > 0 ? o.max_model_len : model.max_position_embeddings;
+  const int64_t pool_bytes =
+      o.kv_pool_gb ? int64_t(*o.kv_pool_gb * double(1ull << 30))
+                   : int64_t(o.kv_pool_fraction * double(device_free_bytes(session.device)));
+  const PageLayout layout = make_page_layout(session.kv, model.num_kv_heads, model.head_dim);
+  const KvPageCounts capacity = capacity_for_bytes(session.kv, layout, model.num_layers, pool_bytes,
+                                                   o.max_num_seqs, o.prefill_chunk);
+  EngineOptions engine_options;
+  engine_options.scheduler.max_num_seqs = o.max_num_seqs;
+  engine_options.scheduler.prefill_chunk_tokens = o.prefill_chunk;
+  engine_options.scheduler.max_step_tokens = std::max(o.max_step_tokens, o.max_num_seqs);
+  engine_options.max_model_len = max_model_len;
+  const std::string name = o.served_model_name.empty()
+                               ? std::filesystem::path(session.model_dir).filename().string()
+                               : o.served_model_name;
+  ServedModel served = make_served_model(name, *session.tokenizer, model.architecture_name,
+                                         session.eos_token_ids, max_model_len);
+  // Each open stream holds an HTTP thread: room for a full batch, as many queued, and spares.
+  http.threads = std::max<int>(http.threads, int(2 * o.max_num_seqs + 8));
+  local->server = std::make_unique<BackgroundServer>(make_engine(session, capacity, engine_options),
+                                                     std::move(served), http);
+  local->model_name = name;
+  local->description =
+      fmt::format("{}, KV {}, pool {} bf16 + {} quantized pages, {} max sequences, context {}",
+                  session.device == DeviceKind::cuda ? "cuda" : "cpu", describe(session.kv),
+                  capacity.full, capacity.quantized, o.max_num_seqs, max_model_len);
+  return local;
+}
+
+}  // namespace oscar::cli

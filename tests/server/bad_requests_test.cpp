@@ -1,0 +1,166 @@
+// Bad requests get the right 4xx status with an OpenAI-style error object naming the parameter at
+// fault, and the server goes on serving.
+#include <gtest/gtest.h>
+
+#include "server_fixture.h"
+
+namespace oscar::testing {
+namespace {
+
+using nlohmann::json;
+
+struct BadRequest {
+  const char* name;
+  const char* method;
+  const char* path;
+  std::string body;
+  int status;
+  const char* param;  // expected "param" of the error ("": null)
+};
+
+std::string repeated(const std::string& word, int times) {
+  std::string text;
+  for (int i = 0; i < times; ++i) text += word;
+  return text;
+}
+
+// The fixture serves a context of 512 tokens.
+const std::vector<BadRequest> kBadRequests = {
+    {"malformed JSON", "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": )", 400, ""},
+    {"not an object", "POST", "/v1/completions", R"(["hi"])", 400, ""},
+    {"max_tokens a string", "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": "ten"})",
+     400, "max_tokens"},
+    {"temperature a string", "POST", "/v1/completions", R"({"prompt": "hi", "temperature": "hot"})",
+     400, "temperature"},
+    {"messages a number", "POST", "/v1/chat/completions", R"({"messages": 3})", 400, "messages"},
+    {"message without role", "POST", "/v1/chat/completions", R"({"messages": [{"content": "hi"}]})",
+     400, "messages"},
+    {"stream not a boolean", "POST", "/v1/completions", R"({"prompt": "hi", "stream": "yes"})", 400,
+     "stream"},
+    {"invalid UTF-8 in the prompt", "POST", "/v1/completions", "{\"prompt\": \"abc\xff\xfe\"}", 400,
+     ""},
+    {"lone surrogate in the prompt", "POST", "/v1/completions", R"({"prompt": "abc\udc80"})", 400,
+     ""},
+    {"empty prompt", "POST", "/v1/completions", R"({"prompt": ""})", 400, "prompt"},
+    {"missing prompt", "POST", "/v1/completions", R"({"max_tokens": 4})", 400, "prompt"},
+    {"token id outside the vocabulary", "POST", "/v1/completions",
+     R"({"prompt": [1, 2, 99999999]})", 400, "prompt"},
+    {"prompt longer than the context", "POST", "/v1/completions",
+     json({{"prompt", repeated("word ", 600)}}).dump(), 400, "prompt"},
+    {"max_tokens 0", "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 0})", 400,
+     "max_tokens"},
+    {"max_tokens negative", "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": -5})", 400,
+     "max_tokens"},
+    {"max_tokens beyond the context", "POST", "/v1/completions",
+     R"({"prompt": "hi", "max_tokens": 10000})", 400, "max_tokens"},
+    {"temperature negative", "POST", "/v1/completions", R"({"prompt": "hi", "temperature": -1})",
+     400, "temperature"},
+    {"n above 1", "POST", "/v1/completions", R"({"prompt": "hi", "n": 2})", 400, "n"},
+    {"wrong model", "POST", "/v1/completions", R"({"model": "gpt-4", "prompt": "hi"})", 404,
+     "model"},
+    {"unknown route", "POST", "/v1/embeddings", R"({"input": "hi"})", 404, ""},
+    {"unknown page", "GET", "/v2/models", "", 404, ""},
+    {"body over the size limit", "POST", "/v1/completions",
+     json({{"prompt", repeated("x", 70 * 1024)}}).dump(), 413, ""},
+};
+
+void expect_error_object(const std::string& body, int status, const std::string& param,
+                         const std::string& label) {
+  const json reply = json::parse(body, nullptr, false);
+  ASSERT_TRUE(reply.is_object() && reply.contains("error") && reply["error"].is_object())
+      << label << ": " << body;
+  const json& error = reply["error"];
+  ASSERT_TRUE(error.contains("message") && error["message"].is_string()) << label << ": " << body;
+  EXPECT_FALSE(error["message"].get<std::string>().empty()) << label;
+  ASSERT_TRUE(error.contains("type") && error["type"].is_string()) << label << ": " << body;
+  ASSERT_TRUE(error.contains("param")) << label << ": " << body;
+  ASSERT_TRUE(error.contains("code")) << label << ": " << body;
+  EXPECT_EQ(error["code"], status) << label;
+  if (param.empty()) {
+    EXPECT_TRUE(error["param"].is_null()) << label << ": " << body;
+  } else {
+    EXPECT_EQ(error["param"], param) << label << ": " << body;
+  }
+}
+
+TEST(BadRequests, GetTheRightStatusAndAnErrorObject) {
+  TestServerOptions options;
+  options.max_request_bytes = 64 * 1024;
+  TestServer server(options);
+  httplib::Client client = server.client();
+  for (const BadRequest& bad : kBadRequests) {
+    const httplib::Result result = std::string(bad.method) == "GET"
+                                       ? client.Get(bad.path)
+                                       : client.Post(bad.path, bad.body, "application/json");
+    ASSERT_TRUE(result) << bad.name << ": " << httplib::to_string(result.error());
+    EXPECT_EQ(result->status, bad.status) << bad.name << ": " << result->body;
+    expect_error_object(result->body, bad.status, bad.param, bad.name);
+  }
+  const StreamedResponse after = server.stream("The quick brown fox", 8);
+  EXPECT_TRUE(after.ok()) << after.error;
+  EXPECT_EQ(server.idle_snapshot().full_pages_used, 0);
+}
+
+TEST(BadRequests, ChunkedBodiesAreRefusedUnread) {
+  TestServerOptions options;
+  options.max_request_bytes = 64 * 1024;
+  TestServer server(options);
+  // A chunked body in `chunks` pieces of `chunk`, without a Content-Length.
+  auto post_chunked = [&](const std::string& chunk, int chunks) {
+    int sent = 0;
+    return server.client().Post(
+        "/v1/completions",
+        [&](size_t, httplib::DataSink& sink) {
+          if (sent++ < chunks) return sink.write(chunk.data(), chunk.size());
+          sink.done();
+          return true;
+        },
+        "application/json");
+  };
+  const httplib::Result small = post_chunked(greedy_body("hi", 4).dump(), 1);
+  ASSERT_TRUE(small) << httplib::to_string(small.error());
+  EXPECT_EQ(small->status, 411) << small->body;
+  expect_error_object(small->body, 411, "", "chunked body");
+  // Four times the size limit: refused before it is read. The server may close the connection
+  // before the client has sent it all, leaving no reply to read.
+  const httplib::Result large = post_chunked(std::string(64 * 1024, ' '), 4);
+  if (large) {
+    EXPECT_EQ(large->status, 411) << large->body;
+  }
+  const StreamedResponse after = server.stream("The quick brown fox", 8);
+  EXPECT_TRUE(after.ok()) << after.error;
+}
+
+TEST(BadRequests, ApiKeyIsRequiredWhenConfigured) {
+  TestServerOptions options;
+  options.api_key = "sesame";
+  TestServer server(options);
+  const std::string body = greedy_body("hi", 4).dump();
+  for (const char* header : {"", "Bearer wrong", "sesame", "Basic c2VzYW1l"}) {
+    httplib::Client anonymous(server.connection().url);
+    httplib::Headers headers;
+    if (*header != '\0') headers.emplace("Authorization", header);
+    for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+      const httplib::Result result = anonymous.Post(path, headers, body, "application/json");
+      ASSERT_TRUE(result);
+      EXPECT_EQ(result->status, 401) << path << " with '" << header << "'";
+      expect_error_object(result->body, 401, "", header);
+    }
+    const httplib::Result models = anonymous.Get("/v1/models", headers);
+    ASSERT_TRUE(models);
+    EXPECT_EQ(models->status, 401);
+  }
+  const StreamedResponse refused =
+      stream_completion({server.connection().url, ""}, "/v1/completions", greedy_body("hi", 4));
+  EXPECT_EQ(refused.http_status, 401);
+  EXPECT_NE(refused.error.find("authentication_error"), std::string::npos) << refused.error;
+  const StreamedResponse keyed = server.stream("hi", 4);  // the fixture sends the key
+  EXPECT_TRUE(keyed.ok()) << keyed.error;
+  // Probes stay open: load balancers and Prometheus carry no key.
+  httplib::Client anonymous(server.connection().url);
+  EXPECT_EQ(anonymous.Get("/health")->status, 200);
+  EXPECT_EQ(anonymous.Get("/metrics")->status, 200);
+}
+
+}  // namespace
+}  // namespace oscar::testing

@@ -1,0 +1,87 @@
+// The API surface a client sees: chat completions streamed (role first, content deltas, a finish
+// reason, [DONE]) and not, plain completions equal in both modes, /v1/models and /health.
+#include <gtest/gtest.h>
+
+#include "server_fixture.h"
+
+namespace oscar::testing {
+namespace {
+
+using nlohmann::json;
+
+TEST(Endpoints, HealthAndModels) {
+  TestServer server;
+  httplib::Client client = server.client();
+  const httplib::Result health = client.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(json::parse(health->body)["status"], "ok");
+  const httplib::Result models = client.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 200);
+  const json list = json::parse(models->body);
+  EXPECT_EQ(list["object"], "list");
+  ASSERT_EQ(list["data"].size(), 1u);
+  EXPECT_EQ(list["data"][0]["id"], "testbed");
+  EXPECT_EQ(list["data"][0]["object"], "model");
+  EXPECT_EQ(list["data"][0]["max_model_len"], 512);
+  EXPECT_EQ(served_model_id(server.connection()), "testbed");
+}
+
+TEST(Endpoints, ChatCompletionsStreamedAndNot) {
+  TestServer server;
+  const json messages = json::array({{{"role", "system"}, {"content", "You are terse."}},
+                                     {{"role", "user"}, {"content", "Name a Debian tool."}}});
+  json body = {{"model", "testbed"}, {"messages", messages}, {"max_tokens", 16},
+               {"temperature", 0},   {"ignore_eos", true},   {"stream", true}};
+  std::vector<json> chunks;
+  const StreamedResponse streamed =
+      stream_completion(server.connection(), "/v1/chat/completions", body, [&](const json& chunk) {
+        chunks.push_back(chunk);
+        return true;
+      });
+  ASSERT_TRUE(streamed.ok()) << streamed.error;
+  EXPECT_EQ(streamed.finish_reason, "length");
+  ASSERT_GE(chunks.size(), 2u);
+  EXPECT_EQ(chunks.front()["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunks.front()["choices"][0]["delta"]["role"], "assistant");
+  for (size_t i = 1; i < chunks.size(); ++i)
+    EXPECT_FALSE(chunks[i]["choices"][0]["delta"].contains("role")) << i;
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "length");
+  EXPECT_FALSE(streamed.text.empty());
+
+  body["stream"] = false;
+  const httplib::Result whole =
+      server.client().Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const json reply = json::parse(whole->body);
+  EXPECT_EQ(reply["object"], "chat.completion");
+  EXPECT_EQ(reply["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(reply["choices"][0]["message"]["content"], streamed.text);
+  EXPECT_EQ(reply["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(reply["usage"]["completion_tokens"], 16);
+}
+
+TEST(Endpoints, CompletionsStreamedEqualNotStreamed) {
+  TestServer server;
+  const StreamedResponse streamed = server.stream("The quick brown fox", 16);
+  ASSERT_TRUE(streamed.ok()) << streamed.error;
+  EXPECT_GT(streamed.prompt_tokens, 0);
+  EXPECT_EQ(streamed.completion_tokens, 16);
+  json body = greedy_body("The quick brown fox", 16);
+  body["stream"] = false;
+  body.erase("stream_options");
+  const httplib::Result whole =
+      server.client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const json reply = json::parse(whole->body);
+  EXPECT_EQ(reply["object"], "text_completion");
+  EXPECT_EQ(reply["choices"][0]["text"], streamed.text);
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], streamed.prompt_tokens);
+  EXPECT_EQ(reply["usage"]["completion_tokens"], 16);
+}
+
+}  // namespace
+}  // namespace oscar::testing
