@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (the device tool): builds the CUDA backend, runs the GPU tests with
+# compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
+# Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step]
+#                            [accuracy] [calibrate]
+#   accuracy: the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
+#             CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
+set -uo pipefail
+cd "$(dirname "$0")/.."
+# JSON results go to $OUT (at most 8 files come back); logs stay in $logs.
+out=${OUT:-/tmp/oscar-cuda-suite}
+logs=/tmp/oscar-cuda-logs
+mkdir -p "$out" "$logs"
+bash scripts/device/configure.sh build-gpu -DOSCAR_BENCHMARKS=OFF >"$logs/configure.log" 2>&1 || { tail -20 "$logs/configure.log"; exit 1; }
+cmake --build build-gpu -j16 --target backend_tests >"$logs/build.log" 2>&1 || { grep -B2 -A8 error "$logs/build.log" | head -60; exit 1; }
+cmake --build build-gpu -j16 --target oscar >"$logs/build-oscar.log" 2>&1 || { echo "oscar did not build:"; grep -A3 error "$logs/build-oscar.log" | head -20; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
+for stage in "$@"; do
+  case $stage in
+    tests)
+      OMP_NUM_THREADS=16 ./build-gpu/tests/backend_tests --gtest_filter='*Cuda*' 2>&1 | tee "$logs/tests.log" | grep -E "^\[ |relative|perplexity|FAIL|Failure|Expected|Which|actual" | grep -v "^\[ RUN\|^\[       OK" | head -200 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/backend_tests \
+          --gtest_filter='CudaKernels.*:Formats/CudaDecodeAttention.*int2_g128*:Formats/CudaDecodeAttention.*bf16_gqa4*' >"$logs/sanitizer-$tool.log" 2>&1
+        echo "compute-sanitizer $tool exit $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
+      done ;;
+    bench)
+      stdbuf -oL ./build-gpu/src/cli/oscar bench decode-attention --json "$out/decode_attention.json" 2>&1 | tee "$logs/decode_attention.log"
+      ;&
+    sdpa)
+      PYTHONUNBUFFERED=1 python3 bench/sdpa_decode_attention.py --json "$out/sdpa_decode_attention.json" 2>&1 | tee "$logs/sdpa.log" ;;
+    step)
+      stdbuf -oL ./build-gpu/src/cli/oscar bench decode-step --max-batch-context 100000 --json "$out/decode_step.json" 2>&1 | tee "$logs/decode_step.log" ;;
+    ours)
+      stdbuf -oL ./build-gpu/src/cli/oscar bench decode-attention --iterations 10 --json "$out/decode_attention.json" 2>&1 | tee "$logs/decode_attention.log" ;;
+    accuracy)
+      mkdir -p "$logs/accuracy-cuda"
+      cp docs/results/raw/rotations.safetensors "$logs/accuracy-cuda/"  # unseen.txt: from this CUDA install
+      DEVICE=cuda scripts/results/accuracy_campaign.sh "$logs/accuracy-cuda" build-gpu/src/cli/oscar 2>&1 | tee "$logs/accuracy.log"
+      rm -f "$logs"/accuracy-cuda/*.safetensors "$logs/accuracy-cuda/unseen.txt" ;;
+    calibrate)
+      stdbuf -oL ./build-gpu/src/cli/oscar bench calibrate --model qwen3-8b --device cuda --json "$out/calibrate.json" 2>&1 | tee "$logs/calibrate.log" ;;
+    kernels)
+      ./build-gpu/tests/backend_tests --gtest_filter='CudaKernels.*:Formats/CudaDecodeAttention.*' 2>&1 | tee "$logs/kernels.log" | grep -E "relative|OK|FAIL" ;;
+  esac
+done
+tar czf "$out/logs.tgz" -C "$logs" .

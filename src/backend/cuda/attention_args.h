@@ -1,0 +1,34 @@
+#pragma once
+// What the attention kernels read: one layer's page arenas (indexed through PageLayout), the step's
+// work records (step_work.h) and queries, and where partial results go. A partial record of
+// `group` query heads is [max[group], sum[group], output[group][head_dim]] floats: the running
+// max of the scores (log2 units), the sum of 2^(score - max) and the unnormalised weighted values.
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/step_work.h"
+#include "kvcache/page_layout.h"
+
+namespace oscar::cuda {
+
+struct AttentionArgs {
+  PageLayout layout;
+  int64_t sink_tokens = 0;
+  const std::byte* full_pages = nullptr;       // this layer's full-precision arena
+  const std::byte* quantized_pages = nullptr;  // this layer's quantized arena (may be null)
+  const QueryRow* rows = nullptr;
+  const PageIds* page_table = nullptr;
+  const StepCounts* counts = nullptr;          // device copy of the step's counts
+  const DecodeItem* decode_items = nullptr;
+  const BlockItem* block_items = nullptr;
+  const float* queries = nullptr;  // [rows][num_heads][head_dim], rotated like the stored keys
+  float* partials = nullptr;
+  int num_kv_heads = 0;
+  int group = 0;                   // query heads per KV head
+  float score_scale = 0;           // log2(e) / sqrt(head_dim): scores in log2 units
+  const float* q8_scales = nullptr;
+};
+
+constexpr int64_t partial_record_floats(int group, int64_t head_dim) { return group * (head_dim + 2); }
+
+}  // namespace oscar::cuda

@@ -1,0 +1,316 @@
+// The CUDA Backend: one step = the host builds the work records (step_plan.h) and uploads them,
+// then every layer runs on one stream as CpuBackend::forward does on the host:
+//   add + RMSNorm -> q|k|v product -> q/k norm + RoPE -> rotate q and k, write K/V pages ->
+//   migrate tokens leaving the recent window -> attention (decode + prefill kernels, combine) ->
+//   o product -> add + RMSNorm -> gate|up product -> SwiGLU -> down product
+// and the final norm and LM head for the rows whose logits are returned. Decode-only steps replay
+// a CUDA graph per batch size (step_graphs.h).
+#include "backend/cuda/cuda_backend.h"
+
+#include <cmath>
+#include <memory>
+#include <numbers>
+#include <optional>
+
+#include "backend/cuda/attention_combine.h"
+#include "backend/cuda/decode_attention.h"
+#include "backend/cuda/device_kv_pages.h"
+#include "backend/cuda/device_step.h"
+#include "backend/cuda/device_weights.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kv_noise.h"
+#include "backend/cuda/layer_kernels.h"
+#include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/step_graphs.h"
+#include "model/model_weights.h"
+#include "util/error.h"
+
+namespace oscar {
+namespace {
+
+using namespace oscar::cuda;
+
+// What the kernels support; anything else is refused at construction with the flag to change.
+void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
+  require(config.head_dim == 128, "--device cuda: head_dim {} is not supported (the kernels need 128)",
+          config.head_dim);
+  require(config.group_size() >= 1 && config.group_size() <= 8,
+          "--device cuda: {} query heads per KV head is not supported (1..8)", config.group_size());
+  require(kv.dtype != KvDtype::f32, "--device cuda: --kv-dtype f32 exists on the CPU reference only");
+  require(kv.page_size_tokens % 16 == 0, "--device cuda: --kv-page-size must be a multiple of 16, got {}",
+          kv.page_size_tokens);
+  if (kv.quantized()) {
+    require(kv.group_size == 32 || kv.group_size == 64 || kv.group_size == 128,
+            "--device cuda: --kv-group-size must be 32, 64 or 128, got {}", kv.group_size);
+  }
+}
+
+// The sizes that fix a step's launches (a decode graph records them once per batch size).
+struct LaunchSizes {
+  int64_t rows = 0;
+  int64_t logit_rows = 0;
+  int64_t block_items = 0;   // prefill-kernel items (0: no launch)
+  bool decode_items = false;
+  int64_t migrate_bound = 0;  // grid bound of the migration kernel (it loops over the device count)
+  int64_t key_groups = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const ModelWeights& weights, const BackendOptions& options, const KvRotations* rotations);
+  ~CudaBackend() override;
+
+  std::string device_name() const override;
+  const ModelConfig& model_config() const override { return config_; }
+  const KvCacheConfig& kv_config() const override { return kv_; }
+  const PageLayout& page_layout() const override { return layout_; }
+  KvPageCounts kv_capacity() const override { return capacity_; }
+  void forward(std::span<const SequenceStep> steps, StepLogits& logits, ActivationObserver* observer) override;
+
+  void fill_kv_with_noise(uint64_t seed);
+
+ private:
+  void enqueue_step(const LaunchSizes& sizes, ActivationObserver* observer);
+  void enqueue_attention(int64_t layer, const LaunchSizes& sizes);
+  void observe(int64_t layer, int64_t rows, ActivationObserver& observer);
+
+  ModelConfig config_;
+  KvCacheConfig kv_;
+  PageLayout layout_;
+  KvPageCounts capacity_;
+  cudaStream_t stream_ = nullptr;
+  DeviceWeights weights_;
+  std::optional<DeviceKvPages> pages_;
+  DeviceBuffer<float> q8_scales_;
+  std::unique_ptr<Gemm> gemm_;
+  DeviceStep step_;
+  Workspace workspace_;
+  StepGraphs graphs_;
+  StepPlanShape plan_shape_;
+  int decode_grid_ = 0;
+  int prefill_grid_ = 0;
+};
+
+CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& options,
+                         const KvRotations* rotations)
+    : config_(weights.config),
+      kv_(options.kv),
+      layout_(make_page_layout(options.kv, weights.config.num_kv_heads, weights.config.head_dim)),
+      capacity_(options.capacity) {
+  check_supported(config_, kv_);
+  require(cuda_device_count() > 0, "--device cuda: no CUDA device is present");
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  weights_ = upload_weights(weights, rotations);
+  pages_.emplace(layout_, config_.num_layers, capacity_);
+  std::vector<float> scales(256);
+  for (int e = 0; e < 256; ++e) scales[size_t(e)] = q8_scale(e);
+  q8_scales_.resize(scales.size());
+  check(cudaMemcpy(q8_scales_.data(), scales.data(), 256 * sizeof(float), cudaMemcpyHostToDevice),
+        "cudaMemcpy(q8 scales)");
+  gemm_ = std::make_unique<Gemm>(stream_);
+  plan_shape_.num_kv_heads = config_.num_kv_heads;
+  plan_shape_.group = config_.group_size();
+  plan_shape_.fast_decode = decode_attention_supports(layout_, int(config_.group_size()));
+  decode_grid_ = decode_attention_resident_blocks(layout_);
+  prefill_grid_ = prefill_attention_resident_blocks();
+  plan_shape_.resident_blocks = decode_grid_;
+}
+
+CudaBackend::~CudaBackend() {
+  graphs_.clear();
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+std::string CudaBackend::device_name() const {
+  int device = 0;
+  cudaDeviceProp properties{};
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
+  return fmt::format("cuda ({}, sm_{}{})", properties.name, properties.major, properties.minor);
+}
+
+void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logits, ActivationObserver* observer) {
+  const StepPlan plan = make_step_plan(steps, kv_, plan_shape_);
+  const int64_t rows = int64_t(plan.rows.size());
+  const int64_t logit_rows = int64_t(plan.logit_rows.size());
+  bool moved = step_.upload(plan, stream_);
+  moved |= workspace_.reserve(config_, rows, logit_rows,
+                              plan.partial_records * partial_record_floats(int(config_.group_size()), config_.head_dim));
+  if (moved) graphs_.clear();
+
+  LaunchSizes sizes;
+  sizes.rows = rows;
+  sizes.logit_rows = logit_rows;
+  sizes.block_items = int64_t(plan.block_items.size());
+  sizes.decode_items = !plan.decode_items.empty();
+  sizes.migrate_bound = int64_t(plan.migrate.size());
+  sizes.key_groups = int64_t(plan.key_groups.size());
+  const bool graph = observer == nullptr && plan.decode_only && plan_shape_.fast_decode;
+  if (graph) {
+    // The recorded launches must serve every later step of this batch size.
+    sizes.block_items = 0;
+    sizes.decode_items = true;
+    sizes.migrate_bound = rows;
+    graphs_.run(rows, stream_, [&] { enqueue_step(sizes, nullptr); });
+  } else {
+    enqueue_step(sizes, observer);
+  }
+  logits.rows = logit_rows;
+  logits.vocab_size = config_.vocab_size;
+  logits.values.resize(size_t(logit_rows * config_.vocab_size));
+  check(cudaMemcpyAsync(logits.values.data(), workspace_.logits.data(), logits.values.size() * sizeof(float),
+                        cudaMemcpyDeviceToHost, stream_),
+        "cudaMemcpyAsync(logits)");
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(forward)");
+}
+
+void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* observer) {
+  const ModelConfig& c = config_;
+  const int64_t rows = sizes.rows;
+  const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
+  const float eps = float(c.rms_norm_eps);
+  Workspace& w = workspace_;
+  launch_embedding(step_.tokens(), rows, weights_.embedding.data(), c.hidden_size, w.hidden.data(), stream_);
+  for (int64_t layer = 0; layer < c.num_layers; ++layer) {
+    const DeviceLayerWeights& lw = weights_.layers[size_t(layer)];
+    launch_add_rms_norm(w.hidden.data(), layer == 0 ? nullptr : w.delta.data(), nullptr, rows, c.hidden_size,
+                        lw.input_norm.data(), eps, w.normed.data(), stream_);
+    gemm_->linear(w.normed.data(), rows, lw.qkv.data(), qkv_width, c.hidden_size, w.qkv.data());
+    QkNormRopeArgs rope;
+    rope.qkv = w.qkv.data();
+    rope.row_stride = qkv_width;
+    rope.num_heads = int(c.num_heads);
+    rope.num_kv_heads = int(c.num_kv_heads);
+    rope.head_dim = int(c.head_dim);
+    rope.rows = step_.rows();
+    rope.q_norm = c.qk_norm ? lw.q_norm.data() : nullptr;
+    rope.k_norm = c.qk_norm ? lw.k_norm.data() : nullptr;
+    rope.eps = eps;
+    rope.inverse_frequencies = weights_.inverse_frequencies.data();
+    launch_qk_norm_rope(rope, rows, stream_);
+    if (observer != nullptr) observe(layer, rows, *observer);
+    KvWriteArgs write;
+    write.qkv = w.qkv.data();
+    write.row_stride = qkv_width;
+    write.num_heads = int(c.num_heads);
+    write.num_kv_heads = int(c.num_kv_heads);
+    write.rows = step_.rows();
+    write.page_table = step_.page_table();
+    write.layout = layout_;
+    write.full_pages = pages_->full(layer);
+    write.key_rotations = lw.key_rotations.size() > 0 ? lw.key_rotations.data() : nullptr;
+    write.rotated_queries = w.rotated_queries.data();
+    launch_kv_write(write, rows, stream_);
+    if (kv_.quantized()) {
+      KvMigrateArgs migrate;
+      migrate.layout = layout_;
+      migrate.full_pages = pages_->full(layer);
+      migrate.quantized_pages = pages_->quantized(layer);
+      migrate.page_table = step_.page_table();
+      migrate.tasks = step_.migrate();
+      migrate.key_groups = step_.key_groups();
+      migrate.counts = step_.counts();
+      migrate.num_kv_heads = int(c.num_kv_heads);
+      migrate.clip_ratio_k = kv_.clip_ratio_k;
+      migrate.clip_ratio_v = kv_.clip_ratio_v;
+      migrate.clip_search = kv_.clip_search;
+      migrate.q8_scales = q8_scales_.data();
+      launch_kv_migrate(migrate, sizes.migrate_bound, sizes.key_groups, stream_);
+    }
+    enqueue_attention(layer, sizes);
+    gemm_->linear(w.attention.data(), rows, lw.o.data(), c.hidden_size, c.q_dim(), w.delta.data());
+    launch_add_rms_norm(w.hidden.data(), w.delta.data(), nullptr, rows, c.hidden_size,
+                        lw.post_attention_norm.data(), eps, w.normed.data(), stream_);
+    gemm_->linear(w.normed.data(), rows, lw.gate_up.data(), 2 * c.intermediate_size, c.hidden_size,
+                  w.gate_up.data());
+    launch_swiglu(w.gate_up.data(), rows, c.intermediate_size, w.activation.data(), stream_);
+    gemm_->linear(w.activation.data(), rows, lw.down.data(), c.hidden_size, c.intermediate_size, w.delta.data());
+  }
+  launch_add_rms_norm(w.hidden.data(), w.delta.data(), step_.logit_rows(), sizes.logit_rows, c.hidden_size,
+                      weights_.final_norm.data(), eps, w.normed_logits.data(), stream_);
+  gemm_->linear(w.normed_logits.data(), sizes.logit_rows, weights_.output_matrix(), c.vocab_size, c.hidden_size,
+                w.logits.data());
+}
+
+void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
+  const ModelConfig& c = config_;
+  AttentionArgs args;
+  args.layout = layout_;
+  args.sink_tokens = kv_.sink_tokens;
+  args.full_pages = pages_->full(layer);
+  args.quantized_pages = pages_->quantized(layer);
+  args.rows = step_.rows();
+  args.page_table = step_.page_table();
+  args.counts = step_.counts();
+  args.decode_items = step_.decode_items();
+  args.block_items = step_.block_items();
+  args.queries = workspace_.rotated_queries.data();
+  args.partials = workspace_.partials.data();
+  args.num_kv_heads = int(c.num_kv_heads);
+  args.group = int(c.group_size());
+  args.score_scale = float(std::numbers::log2e / std::sqrt(double(c.head_dim)));
+  args.q8_scales = q8_scales_.data();
+  if (sizes.decode_items) launch_decode_attention(args, decode_grid_, stream_);
+  if (sizes.block_items > 0) {
+    const int64_t units = sizes.block_items * c.num_kv_heads;
+    launch_prefill_attention(args, int(std::min<int64_t>(units, prefill_grid_)), stream_);
+  }
+  launch_attention_combine(step_.combine(), sizes.rows, workspace_.partials.data(), int(c.num_kv_heads),
+                           int(c.group_size()), int(c.head_dim), workspace_.attention.data(), nullptr, stream_);
+}
+
+// The observer reads post-RoPE q, k, v before any KV rotation: the q|k|v rows, split per part.
+void CudaBackend::observe(int64_t layer, int64_t rows, ActivationObserver& observer) {
+  const ModelConfig& c = config_;
+  const int64_t pitch = (c.q_dim() + 2 * c.kv_dim()) * int64_t(sizeof(float));
+  std::vector<float> q(size_t(rows * c.q_dim())), k(size_t(rows * c.kv_dim())), v(size_t(rows * c.kv_dim()));
+  const float* source = workspace_.qkv.data();
+  auto copy = [&](float* target, int64_t offset, int64_t width) {
+    check(cudaMemcpy2DAsync(target, size_t(width) * sizeof(float), source + offset, size_t(pitch),
+                            size_t(width) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpy2DAsync(observed activations)");
+  };
+  copy(q.data(), 0, c.q_dim());
+  copy(k.data(), c.q_dim(), c.kv_dim());
+  copy(v.data(), c.q_dim() + c.kv_dim(), c.kv_dim());
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(observer)");
+  observer.observe({layer, rows, q.data(), k.data(), v.data()});
+}
+
+void CudaBackend::fill_kv_with_noise(uint64_t seed) {
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+    launch_fill_kv_noise(layout_, pages_->full(layer), capacity_.full, pages_->quantized(layer),
+                         layout_.bits > 0 ? capacity_.quantized : 0, seed + uint64_t(layer), stream_);
+  }
+  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(fill_kv_with_noise)");
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: not an error for the caller
+    return 0;
+  }
+  return count;
+}
+
+int64_t cuda_free_bytes() {
+  size_t free_bytes = 0, total_bytes = 0;
+  check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  return int64_t(free_bytes);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const BackendOptions& options,
+                                           const KvRotations* rotations) {
+  return std::make_unique<CudaBackend>(weights, options, rotations);
+}
+
+void fill_kv_cache_with_noise(Backend& backend, uint64_t seed) {
+  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
+  require(cuda_backend != nullptr, "fill_kv_cache_with_noise: {} is not a CUDA backend", backend.device_name());
+  cuda_backend->fill_kv_with_noise(seed);
+}
+
+}  // namespace oscar

@@ -1,0 +1,553 @@
+// Paged split-K decode attention. Mirrors cpu_attention (backend/cpu/cpu_attention.cpp) for a
+// single query token: the query at position t reads keys [0, a) and [max(a, b), t] from bf16 pages
+// and [sink, b) from quantized pages (a = min(sink, t + 1), b = quantized_end(t + 1)).
+//
+// Work: one block per (decode item, KV head), persistent over the step's items; the block's four
+// warps take the item's 16-token tiles round-robin, each with its own cp.async pipeline in shared
+// memory, and merge their softmax states at the end into one partial record (attention_combine.cu
+// merges the splits). All query heads of the GQA group are one mma operand.
+//
+// Per 16-token tile, as mma.m16n8k16 (tokens x channels x heads), f32 accumulation:
+//   scores  S[token][head] = sum_channels K[token][c] q[head][c]    (A = keys, B = query)
+//   output  O^T[c][head]  += sum_tokens V^T[c][token] P[token][head] (A = values^T, B = P^T)
+// P is transposed from the scores' accumulator layout into the B layout with movmatrix.
+// bf16 pages: A comes from shared memory through ldmatrix; the query and P are split into
+// bf16 high + low halves (two mma each), so they keep ~16 bits like the CPU's float math.
+// Quantized pages: the integer codes are the A operand, unpacked in registers into exact f16
+// integers (code | 0x6400 is the f16 1024 + code), and dequantization costs one multiply-add per
+// group (OSCAR "Read path"):
+//   score   = sum_g s_g * (sum_{c in g} q_c code_c) + z_g * (sum_{c in g} q_c)
+//   output  = sum_g sum_tokens (p s_g) code + sum_tokens p z_g
+// The query (rotated by R_K already) is split into f16 high + low; P * s is one f16 operand.
+// Any channel order inside a k-tile gives the same dot product, so each lane takes the codes that
+// are 16 bits apart in one 32-bit word (one shift, one lop3 per pair); codes that sit 2 or 4 bits
+// higher are taken unshifted as code * 4 (or * 16), the query divided by the same power of two.
+#include "backend/cuda/decode_attention.h"
+
+#include <cfloat>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_codec.cuh"
+#include "backend/cuda/warp_primitives.cuh"
+
+namespace oscar::cuda {
+namespace {
+
+constexpr int kHeadDim = 128;
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kPoolBytes = 16384;  // shared memory per warp: its pipeline stages
+constexpr int kTileTokens = 16;
+constexpr int kMaxGroup = 8;
+constexpr uint32_t kMagic = 0x64006400u;  // f16x2 (1024, 1024)
+
+// Full-precision tile: 16 key rows then 16 value rows of 256 bytes; the 16-byte chunk c of row r
+// is stored at chunk c ^ (r % 8) so that ldmatrix's eight rows hit eight distinct bank groups.
+constexpr int kFullRowBytes = kHeadDim * 2;
+constexpr int kFullTileBytes = 2 * kTileTokens * kFullRowBytes;
+constexpr int kFullStages = kPoolBytes / kFullTileBytes;
+
+// Quantized tile: key codes, value codes (rows padded by 16 bytes so that the lanes' word reads
+// spread over the banks), then key and value parameters as stored (16 tokens x groups).
+template <int Bits, int Group>
+struct QuantizedTile {
+  static constexpr int kCodeBytes = kHeadDim * Bits / 8;
+  static constexpr int kCodeStride = kCodeBytes + 16;
+  static constexpr int kGroups = kHeadDim / Group;
+  static constexpr int kParamBytes = kTileTokens * kGroups * 4;  // room for f16/bf16 pairs
+  static constexpr int kKeyCodes = 0;
+  static constexpr int kValueCodes = kTileTokens * kCodeStride;
+  static constexpr int kKeyParams = 2 * kTileTokens * kCodeStride;
+  static constexpr int kValueParams = kKeyParams + kParamBytes;
+  static constexpr int kBytes = kValueParams + kParamBytes;
+  static constexpr int kStages = kPoolBytes / kBytes > 8 ? 8 : kPoolBytes / kBytes;
+  static_assert(kBytes % 16 == 0 && kStages >= 2, "quantized tile layout");
+};
+
+struct Lane {
+  int warp, lane, g, t;  // g = lane / 4 (mma row group), t = lane % 4
+};
+
+__device__ __forceinline__ Lane this_lane() {
+  const int lane = threadIdx.x & 31;
+  return {int(threadIdx.x >> 5), lane, lane >> 2, lane & 3};
+}
+
+// The warp's softmax state for heads 2t and 2t+1 of the group and its output accumulators.
+struct WarpState {
+  float acc[8][4];  // O^T fragments: 8 channel tiles x (rows g, g+8) x (heads 2t, 2t+1)
+  float max[2];     // running max (log2 units), the same in every lane of a column
+  float sum[2];     // this lane's part of sum 2^(score - max)
+
+  __device__ void reset() {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    max[0] = max[1] = -INFINITY;
+    sum[0] = sum[1] = 0.0f;
+  }
+};
+
+// Scores of one tile (row g: s[0], s[1]; row g+8: s[2], s[3]) become weights; returns the factor
+// that rescales what was accumulated before (2^(old max - new max)) for heads 2t, 2t+1.
+__device__ __forceinline__ void online_softmax(float (&s)[4], WarpState& state, float (&correction)[2]) {
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    float tile_max = fmaxf(s[e], s[e + 2]);
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
+    const float new_max = fmaxf(state.max[e], tile_max);  // finite: every tile has a valid key
+    correction[e] = exp2f(state.max[e] - new_max);
+    s[e] = exp2f(s[e] - new_max);
+    s[e + 2] = exp2f(s[e + 2] - new_max);
+    state.sum[e] = state.sum[e] * correction[e] + s[e] + s[e + 2];
+    state.max[e] = new_max;
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    state.acc[i][0] *= correction[0];
+    state.acc[i][1] *= correction[1];
+    state.acc[i][2] *= correction[0];
+    state.acc[i][3] *= correction[1];
+  }
+}
+
+__device__ __forceinline__ float reduce_rows(float value) {
+  value += __shfl_xor_sync(0xffffffffu, value, 4);
+  value += __shfl_xor_sync(0xffffffffu, value, 8);
+  value += __shfl_xor_sync(0xffffffffu, value, 16);
+  return value;
+}
+
+__device__ __forceinline__ void mask_tile(float (&s)[4], int tile_start, int g, int begin, int end) {
+  const int p0 = tile_start + g, p1 = p0 + 8;
+  if (p0 < begin || p0 >= end) s[0] = s[1] = -INFINITY;
+  if (p1 < begin || p1 >= end) s[2] = s[3] = -INFINITY;
+}
+
+// Runs `compute(j, buffer)` over this warp's tiles j = 0..count-1, `load(j, buffer)` issuing the
+// cp.async copies of tile j Stages - 1 tiles ahead.
+template <int Stages, int StageBytes, typename Load, typename Compute>
+__device__ __forceinline__ void pipeline(unsigned char* pool, int count, Load load, Compute compute) {
+#pragma unroll
+  for (int s = 0; s < Stages - 1; ++s) {
+    if (s < count) load(s, pool + s * StageBytes);
+    cp_async_commit();
+  }
+  for (int j = 0; j < count; ++j) {
+    cp_async_wait<Stages - 2>();
+    __syncwarp();  // tile j is visible to every lane; tile j - 1's buffer is free
+    const int ahead = j + Stages - 1;
+    if (ahead < count) load(ahead, pool + (ahead % Stages) * StageBytes);
+    cp_async_commit();
+    compute(j, pool + (j % Stages) * StageBytes);
+  }
+  cp_async_wait<0>();
+}
+
+struct ItemContext {
+  const AttentionArgs* args;
+  DecodeItem item;
+  QueryRow row;
+  int kv_head;
+  int first_tile;  // position of the item's first 16-token tile
+  int tiles;       // this warp's tiles
+};
+
+__device__ __forceinline__ ItemContext item_context(const AttentionArgs& args, const DecodeItem& item,
+                                                    int kv_head, int warp) {
+  ItemContext c{&args, item, args.rows[item.row], kv_head, item.begin & ~(kTileTokens - 1), 0};
+  const int total = (item.end - c.first_tile + kTileTokens - 1) / kTileTokens;
+  c.tiles = total > warp ? (total - warp + kWarps - 1) / kWarps : 0;
+  return c;
+}
+
+__device__ __forceinline__ int tile_position(const ItemContext& c, int warp, int j) {
+  return c.first_tile + (warp + j * kWarps) * kTileTokens;
+}
+
+__device__ __forceinline__ const float* group_queries(const ItemContext& c) {
+  const AttentionArgs& a = *c.args;
+  return a.queries + (int64_t(c.item.row) * a.num_kv_heads * a.group + int64_t(c.kv_head) * a.group) * kHeadDim;
+}
+
+// Writes this warp's state for the group's heads into its slice of the merge area:
+// [max[G], sum[G], out[G][D]]; `channel_value(tile, row_half, e)` gives out for row g / g+8.
+template <typename ChannelOf, typename ValueOf>
+__device__ __forceinline__ void write_warp_state(const Lane& l, int group, const WarpState& state,
+                                                 float* merge, ChannelOf channel_of, ValueOf value_of) {
+  float* mine = merge + l.warp * group * (kHeadDim + 2);
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int head = 2 * l.t + e;
+    if (head >= group) continue;
+    if (l.g == 0) {
+      mine[head] = state.max[e];
+      mine[group + head] = state.sum[e];
+    }
+    float* out = mine + 2 * group + head * kHeadDim;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      out[channel_of(i, 0)] = value_of(i, 0, e);
+      out[channel_of(i, 1)] = value_of(i, 1, e);
+    }
+  }
+}
+
+// ---- bf16 pages ---------------------------------------------------------------------------------
+
+__device__ void process_full_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
+  const Lane l = this_lane();
+  const AttentionArgs& a = *c.args;
+  const PageLayout& layout = a.layout;
+  // B operand of the score mma: query[head g][channels 16kt + 2t, +1 | +8, +9], bf16 high + low.
+  uint32_t q_high[8][2], q_low[8][2];
+  const float* q = group_queries(c) + l.g * kHeadDim;
+  const bool head_exists = l.g < a.group;
+#pragma unroll
+  for (int kt = 0; kt < 8; ++kt) {
+    const int ch = 16 * kt + 2 * l.t;
+    const float s = a.score_scale;
+    split_bf16x2(head_exists ? q[ch] * s : 0.f, head_exists ? q[ch + 1] * s : 0.f, q_high[kt][0], q_low[kt][0]);
+    split_bf16x2(head_exists ? q[ch + 8] * s : 0.f, head_exists ? q[ch + 9] * s : 0.f, q_high[kt][1],
+                 q_low[kt][1]);
+  }
+  auto load = [&](int j, unsigned char* buffer) {
+    const int start = tile_position(c, l.warp, j);
+    const PageIds ids = a.page_table[c.row.page_table + start / layout.page_size_tokens];
+    const std::byte* page = a.full_pages + int64_t(ids.full) * layout.full_page_bytes;
+    const int slot = start % layout.page_size_tokens;
+    const std::byte* keys = page + layout.full_key_offset(c.kv_head, slot);
+    const std::byte* values = page + layout.full_value_offset(c.kv_head, slot);
+    const uint32_t base = shared_address(buffer);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int chunk = l.lane + 32 * i;
+      const int r = chunk >> 4, col = chunk & 15;
+      const uint32_t dst = r * kFullRowBytes + ((col ^ (r & 7)) << 4);
+      cp_async_16(base + dst, keys + r * kFullRowBytes + col * 16);
+      cp_async_16(base + kTileTokens * kFullRowBytes + dst, values + r * kFullRowBytes + col * 16);
+    }
+  };
+  auto compute = [&](int j, unsigned char* buffer) {
+    const uint32_t keys = shared_address(buffer);
+    const uint32_t values = keys + kTileTokens * kFullRowBytes;
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const int r = l.lane & 15, col = 2 * kt + (l.lane >> 4);
+      uint32_t k[4];
+      ldmatrix_x4(k, keys + r * kFullRowBytes + ((col ^ (r & 7)) << 4));
+      mma_bf16(s, k, q_high[kt]);
+      mma_bf16(s, k, q_low[kt]);
+    }
+    mask_tile(s, tile_position(c, l.warp, j), l.g, c.item.begin, c.item.end);
+    float correction[2];
+    online_softmax(s, state, correction);
+    uint32_t p_high[2], p_low[2], h, lo;
+    split_bf16x2(s[0], s[1], h, lo);
+    p_high[0] = movmatrix_trans(h);
+    p_low[0] = movmatrix_trans(lo);
+    split_bf16x2(s[2], s[3], h, lo);
+    p_high[1] = movmatrix_trans(h);
+    p_low[1] = movmatrix_trans(lo);
+#pragma unroll
+    for (int mt = 0; mt < 8; ++mt) {
+      const int r = (l.lane & 7) + ((l.lane >> 4) << 3), col = 2 * mt + ((l.lane >> 3) & 1);
+      uint32_t v[4];
+      ldmatrix_x4_trans(v, values + r * kFullRowBytes + ((col ^ (r & 7)) << 4));
+      mma_bf16(state.acc[mt], v, p_high);
+      mma_bf16(state.acc[mt], v, p_low);
+    }
+  };
+  pipeline<kFullStages, kFullTileBytes>(pool, c.tiles, load, compute);
+  state.sum[0] = reduce_rows(state.sum[0]);
+  state.sum[1] = reduce_rows(state.sum[1]);
+  __syncthreads();  // every warp is done with its pool: the pools become the merge area
+  write_warp_state(
+      l, a.group, state, merge, [&](int i, int half) { return 16 * i + l.g + 8 * half; },
+      [&](int i, int half, int e) { return state.acc[i][2 * half + e]; });
+}
+
+// ---- quantized pages ----------------------------------------------------------------------------
+
+template <int Bits, int Group>
+__device__ void process_quantized_item(const ItemContext& c, WarpState& state, unsigned char* pool,
+                                       float* merge) {
+  using Tile = QuantizedTile<Bits, Group>;
+  constexpr int kGroups = Tile::kGroups;
+  constexpr int kCodesPerWord = 32 / Bits;
+  constexpr int kHalfWord = kCodesPerWord / 2;   // codes 16 bits apart: k and k + kHalfWord
+  constexpr int kLanesPerWord = kHalfWord / 2;   // lanes sharing one word of a k-tile
+  constexpr float kHighFactor = float(1 << Bits);
+  constexpr uint32_t kLowMask = ((1u << Bits) - 1) * 0x00010001u;
+  constexpr uint32_t kHighMask = kLowMask << Bits;
+  const Lane l = this_lane();
+  const AttentionArgs& a = *c.args;
+  const PageLayout& layout = a.layout;
+  const ParamFormat format = layout.param_format;
+  const int param_bytes = int(layout.param_bytes);
+
+  // Score-side lane mapping: k-tile kt covers channels 16kt..16kt+15; lane t reads word
+  // `key_word(kt)` of a token's codes shifted right by `key_shift`; its low pair is channels
+  // (c0, c0 + kHalfWord), its high pair (c0 + 1, c0 + 1 + kHalfWord) times 2^Bits.
+  const int lane_in_word = l.t % kLanesPerWord;
+  const int key_shift = 2 * lane_in_word * Bits;
+  auto key_word = [&](int kt) { return kt * (16 / kCodesPerWord) + l.t / kLanesPerWord; };
+
+  const float* q = group_queries(c);
+  const bool head_exists = l.g < a.group;
+  uint32_t q_high[8][2], q_low[8][2];
+#pragma unroll
+  for (int kt = 0; kt < 8; ++kt) {
+    const int c0 = key_word(kt) * kCodesPerWord + 2 * lane_in_word;
+    const float* qg = q + l.g * kHeadDim;
+    const float s = a.score_scale;
+    const float low0 = head_exists ? qg[c0] * s : 0.f;
+    const float low1 = head_exists ? qg[c0 + kHalfWord] * s : 0.f;
+    const float high0 = head_exists ? qg[c0 + 1] * s / kHighFactor : 0.f;
+    const float high1 = head_exists ? qg[c0 + 1 + kHalfWord] * s / kHighFactor : 0.f;
+    split_f16x2(low0, low1, q_high[kt][0], q_low[kt][0]);
+    split_f16x2(high0, high1, q_high[kt][1], q_low[kt][1]);
+  }
+  // Per-group query sums for this lane's score columns (heads 2t, 2t+1).
+  float q_sum[kGroups][2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int head = 2 * l.t + e;
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp) {
+      float total = 0.f;
+      if (head < a.group) {
+        for (int ch = grp * Group; ch < (grp + 1) * Group; ++ch) total += q[head * kHeadDim + ch];
+      }
+      q_sum[grp][e] = total * a.score_scale;
+    }
+  }
+  float zero_acc[kGroups][2];
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) zero_acc[grp][0] = zero_acc[grp][1] = 0.f;
+
+  // Value-side lane mapping: channel tile mt, row g is channel 16mt + 2g and row g+8 channel
+  // 16mt + 2g + 1, both in byte (16mt + 2g) * Bits / 8 of a token's codes, at bit `value_bit`
+  // and value_bit + Bits: taken unshifted (times 2^value_bit) and scaled back at the end.
+  const int value_bit = (2 * l.g * Bits) % 8;
+  const uint32_t value_mask_low = (((1u << Bits) - 1) << value_bit) * 0x00010001u;
+  const uint32_t value_mask_high = value_mask_low << Bits;
+
+  auto load = [&](int j, unsigned char* buffer) {
+    const int start = tile_position(c, l.warp, j);
+    const PageIds ids = a.page_table[c.row.page_table + start / layout.page_size_tokens];
+    const std::byte* page = a.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
+    const int slot = start % layout.page_size_tokens;
+    const uint32_t base = shared_address(buffer);
+    constexpr int kChunksPerRow = Tile::kCodeBytes / 16;
+    const std::byte* key_codes = page + layout.key_codes(c.kv_head, slot);
+    const std::byte* value_codes = page + layout.value_codes(c.kv_head, slot);
+#pragma unroll
+    for (int chunk = l.lane; chunk < kTileTokens * kChunksPerRow; chunk += 32) {
+      const int r = chunk / kChunksPerRow, part = chunk % kChunksPerRow;
+      const uint32_t dst = r * Tile::kCodeStride + part * 16;
+      cp_async_16(base + Tile::kKeyCodes + dst, key_codes + r * Tile::kCodeBytes + part * 16);
+      cp_async_16(base + Tile::kValueCodes + dst, value_codes + r * Tile::kCodeBytes + part * 16);
+    }
+    const int param_chunks = kTileTokens * kGroups * param_bytes / 16;
+    if (l.lane < param_chunks) {
+      cp_async_16(base + Tile::kKeyParams + l.lane * 16,
+                  page + layout.key_params(c.kv_head, slot, 0) + l.lane * 16);
+      cp_async_16(base + Tile::kValueParams + l.lane * 16,
+                  page + layout.value_params(c.kv_head, slot, 0) + l.lane * 16);
+    }
+  };
+
+  auto compute = [&](int j, unsigned char* buffer) {
+    // Scores: per group, sum over its channels of code * query (f16 codes, query high + low).
+    float group_dot[kGroups][4];
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp)
+      group_dot[grp][0] = group_dot[grp][1] = group_dot[grp][2] = group_dot[grp][3] = 0.f;
+    const uint32_t* row_g = reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + l.g * Tile::kCodeStride);
+    const uint32_t* row_g8 = reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + (l.g + 8) * Tile::kCodeStride);
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const uint32_t x0 = row_g[key_word(kt)] >> key_shift;
+      const uint32_t x1 = row_g8[key_word(kt)] >> key_shift;
+      const uint32_t k[4] = {minus_1024_f16x2(and_or(x0, kLowMask, kMagic)),
+                             minus_1024_f16x2(and_or(x1, kLowMask, kMagic)),
+                             minus_1024_f16x2(and_or(x0, kHighMask, kMagic)),
+                             minus_1024_f16x2(and_or(x1, kHighMask, kMagic))};
+      const int grp = 16 * kt / Group;
+      mma_f16(group_dot[grp], k, q_high[kt]);
+      mma_f16(group_dot[grp], k, q_low[kt]);
+    }
+    const uint8_t* key_params = buffer + Tile::kKeyParams;
+    const uint8_t* value_params = buffer + Tile::kValueParams;
+    float s[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp) {
+      const DeviceParams p0 = load_params(key_params + (l.g * kGroups + grp) * param_bytes, format, a.q8_scales);
+      const DeviceParams p1 = load_params(key_params + ((l.g + 8) * kGroups + grp) * param_bytes, format, a.q8_scales);
+      s[0] += p0.scale * group_dot[grp][0] + p0.zero * q_sum[grp][0];
+      s[1] += p0.scale * group_dot[grp][1] + p0.zero * q_sum[grp][1];
+      s[2] += p1.scale * group_dot[grp][2] + p1.zero * q_sum[grp][0];
+      s[3] += p1.scale * group_dot[grp][3] + p1.zero * q_sum[grp][1];
+    }
+    mask_tile(s, tile_position(c, l.warp, j), l.g, c.item.begin, c.item.end);
+    float correction[2];
+    online_softmax(s, state, correction);
+    // Weights per value group: P * scale as the B operand, P * zero summed on the side.
+    uint32_t weights[kGroups][2];
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp) {
+      const DeviceParams p0 = load_params(value_params + (l.g * kGroups + grp) * param_bytes, format, a.q8_scales);
+      const DeviceParams p1 = load_params(value_params + ((l.g + 8) * kGroups + grp) * param_bytes, format, a.q8_scales);
+      zero_acc[grp][0] = zero_acc[grp][0] * correction[0] + s[0] * p0.zero + s[2] * p1.zero;
+      zero_acc[grp][1] = zero_acc[grp][1] * correction[1] + s[1] * p0.zero + s[3] * p1.zero;
+      weights[grp][0] = movmatrix_trans(pack_f16x2(s[0] * p0.scale, s[1] * p0.scale));
+      weights[grp][1] = movmatrix_trans(pack_f16x2(s[2] * p1.scale, s[3] * p1.scale));
+    }
+    // Output: value codes of tokens 2t, 2t+1 (and 2t+8, 2t+9), paired by one byte permute.
+    const unsigned char* value_codes = buffer + Tile::kValueCodes;
+    const uint32_t* v0 = reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t) * Tile::kCodeStride);
+    const uint32_t* v1 = reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t + 1) * Tile::kCodeStride);
+    const uint32_t* v8 = reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t + 8) * Tile::kCodeStride);
+    const uint32_t* v9 = reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t + 9) * Tile::kCodeStride);
+#pragma unroll
+    for (int mt = 0; mt < 8; ++mt) {
+      const int byte = (16 * mt + 2 * l.g) * Bits / 8;
+      const int word = byte / 4;
+      const uint32_t selector = uint32_t(byte % 4) | (uint32_t(4 + byte % 4) << 8);
+      const uint32_t x = __byte_perm(v0[word], v1[word], selector);
+      const uint32_t y = __byte_perm(v8[word], v9[word], selector);
+      const uint32_t v[4] = {minus_1024_f16x2(and_or(x, value_mask_low, kMagic)),
+                             minus_1024_f16x2(and_or(x, value_mask_high, kMagic)),
+                             minus_1024_f16x2(and_or(y, value_mask_low, kMagic)),
+                             minus_1024_f16x2(and_or(y, value_mask_high, kMagic))};
+      mma_f16(state.acc[mt], v, weights[16 * mt / Group]);
+    }
+  };
+  pipeline<Tile::kStages, Tile::kBytes>(pool, c.tiles, load, compute);
+  state.sum[0] = reduce_rows(state.sum[0]);
+  state.sum[1] = reduce_rows(state.sum[1]);
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) {
+    zero_acc[grp][0] = reduce_rows(zero_acc[grp][0]);
+    zero_acc[grp][1] = reduce_rows(zero_acc[grp][1]);
+  }
+  __syncthreads();  // every warp is done with its pool: the pools become the merge area
+  const float unscale_low = 1.0f / float(1 << value_bit);
+  const float unscale_high = unscale_low / kHighFactor;
+  write_warp_state(
+      l, a.group, state, merge, [&](int i, int half) { return 16 * i + 2 * l.g + half; },
+      [&](int i, int half, int e) {
+        return state.acc[i][2 * half + e] * (half ? unscale_high : unscale_low) + zero_acc[16 * i / Group][e];
+      });
+}
+
+// ---- the kernel ---------------------------------------------------------------------------------
+
+// The four warps' states of one item, merged into its partial record.
+__device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int kv_head, const float* merge) {
+  const int group = a.group;
+  const int slice = group * (kHeadDim + 2);
+  float* record = a.partials + int64_t(item.partial + kv_head) * slice;
+  for (int index = threadIdx.x; index < group * kHeadDim; index += kThreads) {
+    const int head = index / kHeadDim, ch = index % kHeadDim;
+    float max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) max = fmaxf(max, merge[w * slice + head]);
+    float sum = 0.f, out = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float f = exp2f(merge[w * slice + head] - max);
+      sum += merge[w * slice + group + head] * f;
+      out += merge[w * slice + 2 * group + head * kHeadDim + ch] * f;
+    }
+    record[2 * group + head * kHeadDim + ch] = out;
+    if (ch == 0) {
+      record[head] = max;
+      record[group + head] = sum;
+    }
+  }
+}
+
+template <int Bits, int Group>
+__global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const AttentionArgs args) {
+  extern __shared__ __align__(16) unsigned char shared[];
+  const Lane l = this_lane();
+  unsigned char* pool = shared + l.warp * kPoolBytes;
+  float* merge = reinterpret_cast<float*>(shared);
+  const int work_units = args.counts->decode_items * args.num_kv_heads;
+  for (int work = blockIdx.x; work < work_units; work += gridDim.x) {
+    const DecodeItem item = args.decode_items[work / args.num_kv_heads];
+    const int kv_head = work % args.num_kv_heads;
+    const ItemContext context = item_context(args, item, kv_head, l.warp);
+    WarpState state;
+    state.reset();
+    if constexpr (Bits > 0) {
+      if (item.quantized) {
+        process_quantized_item<Bits, Group>(context, state, pool, merge);
+      } else {
+        process_full_item(context, state, pool, merge);
+      }
+    } else {
+      process_full_item(context, state, pool, merge);
+    }
+    __syncthreads();
+    merge_warps(args, item, kv_head, merge);
+    __syncthreads();  // the merge area is the next item's pipeline
+  }
+}
+
+using KernelPointer = void (*)(AttentionArgs);
+
+KernelPointer kernel_for(const PageLayout& layout) {
+  const int group = int(layout.group_size);
+  if (layout.bits == 2) {
+    if (group == 32) return decode_attention_kernel<2, 32>;
+    if (group == 64) return decode_attention_kernel<2, 64>;
+    return decode_attention_kernel<2, 128>;
+  }
+  if (layout.bits == 4) {
+    if (group == 32) return decode_attention_kernel<4, 32>;
+    if (group == 64) return decode_attention_kernel<4, 64>;
+    return decode_attention_kernel<4, 128>;
+  }
+  return decode_attention_kernel<0, 128>;
+}
+
+constexpr int kSharedBytes = kWarps * kPoolBytes;
+static_assert(kWarps * kMaxGroup * (kHeadDim + 2) * 4 <= kSharedBytes, "merge area fits the pools");
+
+KernelPointer prepared_kernel(const PageLayout& layout) {
+  const KernelPointer kernel = kernel_for(layout);
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
+        "cudaFuncSetAttribute(decode_attention)");
+  return kernel;
+}
+
+}  // namespace
+
+bool decode_attention_supports(const PageLayout& layout, int group) {
+  const bool format_ok = layout.bits == 0 || ((layout.bits == 2 || layout.bits == 4) && !layout.keys_per_channel);
+  return layout.head_dim == kHeadDim && group >= 1 && group <= kMaxGroup && layout.element_bytes == 2 &&
+         layout.page_size_tokens % kTileTokens == 0 && format_ok;
+}
+
+int decode_attention_resident_blocks(const PageLayout& layout) {
+  const KernelPointer kernel = prepared_kernel(layout);
+  int device = 0, multiprocessors = 0, per_multiprocessor = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, kThreads, kSharedBytes),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor(decode_attention)");
+  return multiprocessors * per_multiprocessor;
+}
+
+void launch_decode_attention(const AttentionArgs& args, int grid_blocks, cudaStream_t stream) {
+  const KernelPointer kernel = prepared_kernel(args.layout);
+  kernel<<<grid_blocks, kThreads, kSharedBytes, stream>>>(args);
+  check_launch("decode_attention_kernel");
+}
+
+}  // namespace oscar::cuda

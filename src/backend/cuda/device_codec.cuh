@@ -1,0 +1,91 @@
+#pragma once
+// The quantization codec of quant/group_codec.h on the device, operation for operation, so the
+// GPU writes the same codes and parameters as the CPU reference for the same bf16 inputs:
+//   clip lo = c * min, hi = c * max; scale = (hi - lo) / (2^bits - 1) and zero = lo rounded to the
+//   parameter format; code = clamp(rint((x - zero) / scale), 0, 2^bits - 1).
+// q8 scales come from a 256-entry table filled on the host by q8_scale() (exact same floats).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "quant/group_codec.h"
+
+namespace oscar::cuda {
+
+struct DeviceParams {
+  float scale;
+  float zero;
+};
+
+__device__ __forceinline__ float round_to_format(float value, ParamFormat format) {
+  return format == ParamFormat::f16 ? __half2float(__float2half_rn(value))
+                                    : __bfloat162float(__float2bfloat16_rn(value));
+}
+
+__device__ __forceinline__ int q8_zero_code(float zero, float scale) {
+  return int(fminf(fmaxf(rintf(zero * 16.0f / scale), -128.0f), 127.0f));
+}
+
+// params_for_range (group_codec.cpp).
+__device__ inline DeviceParams params_for_range(float lo, float hi, int bits, ParamFormat format,
+                                                const float* q8_scales) {
+  const float levels = float((1 << bits) - 1);
+  if (format == ParamFormat::q8) {
+    const float wanted = fmaxf((hi - lo) / levels, 1e-30f);
+    const double exponent = ceil(12.0 * (log2(double(wanted)) + 12.0) - 1e-9);
+    int e = int(fmin(fmax(exponent, 0.0), 255.0));
+    while (e < 255 && fabsf(lo * 16.0f / q8_scales[e]) > 127.5f) ++e;
+    const float scale = q8_scales[e];
+    return {scale, float(q8_zero_code(lo, scale)) * scale / 16.0f};
+  }
+  DeviceParams params{round_to_format((hi - lo) / levels, format), round_to_format(lo, format)};
+  if (!(params.scale > 0.0f)) params.scale = round_to_format(1e-6f, format);
+  return params;
+}
+
+__device__ __forceinline__ int quantize_code(float x, DeviceParams p, int bits) {
+  const float scaled = rintf((x - p.zero) / p.scale);
+  return int(fminf(fmaxf(scaled, 0.0f), float((1 << bits) - 1)));
+}
+
+// store_params / load_params: f16 and bf16 as (scale, zero) 16-bit pairs; q8 as (exponent, zero).
+__device__ inline void store_params(DeviceParams p, ParamFormat format, const float* q8_scales,
+                                    uint8_t* out) {
+  if (format == ParamFormat::q8) {
+    const int e = int(fminf(fmaxf(rintf(12.0f * (log2f(p.scale) + 12.0f)), 0.0f), 255.0f));
+    out[0] = uint8_t(e);
+    out[1] = uint8_t(int8_t(q8_zero_code(p.zero, q8_scales[e])));
+    return;
+  }
+  uint16_t scale_bits, zero_bits;
+  if (format == ParamFormat::f16) {
+    scale_bits = __half_as_ushort(__float2half_rn(p.scale));
+    zero_bits = __half_as_ushort(__float2half_rn(p.zero));
+  } else {
+    scale_bits = __bfloat16_as_ushort(__float2bfloat16_rn(p.scale));
+    zero_bits = __bfloat16_as_ushort(__float2bfloat16_rn(p.zero));
+  }
+  *reinterpret_cast<uint32_t*>(out) = uint32_t(scale_bits) | (uint32_t(zero_bits) << 16);
+}
+
+__device__ __forceinline__ DeviceParams load_params(const uint8_t* in, ParamFormat format,
+                                                    const float* q8_scales) {
+  if (format == ParamFormat::q8) {
+    const float scale = q8_scales[in[0]];
+    return {scale, float(int8_t(in[1])) * scale / 16.0f};
+  }
+  const uint32_t bits = *reinterpret_cast<const uint32_t*>(in);
+  if (format == ParamFormat::f16) {
+    return {__half2float(__ushort_as_half(uint16_t(bits))),
+            __half2float(__ushort_as_half(uint16_t(bits >> 16)))};
+  }
+  return {__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u)};
+}
+
+__device__ __forceinline__ int code_at(const uint8_t* codes, int index, int bits) {
+  const int bit = index * bits;
+  return (codes[bit / 8] >> (bit % 8)) & ((1 << bits) - 1);
+}
+
+}  // namespace oscar::cuda

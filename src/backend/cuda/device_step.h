@@ -1,0 +1,63 @@
+#pragma once
+// A step plan (step_plan.h) in device memory: one array per kind of record, grown geometrically and
+// never shrunk, filled through one pinned staging buffer with one asynchronous copy per array.
+// Addresses stay fixed between steps unless an array grows, so a captured graph stays valid.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/step_plan.h"
+
+namespace oscar::cuda {
+
+class DeviceStep {
+ public:
+  // Returns true when an array moved (graphs captured before must be dropped).
+  bool upload(const StepPlan& plan, cudaStream_t stream);
+
+  const int32_t* tokens() const { return tokens_.data(); }
+  const QueryRow* rows() const { return rows_.data(); }
+  const PageIds* page_table() const { return page_table_.data(); }
+  const DecodeItem* decode_items() const { return decode_items_.data(); }
+  const BlockItem* block_items() const { return block_items_.data(); }
+  const CombineTask* combine() const { return combine_.data(); }
+  const MigrateTask* migrate() const { return migrate_.data(); }
+  const KeyGroupTask* key_groups() const { return key_groups_.data(); }
+  const int32_t* logit_rows() const { return logit_rows_.data(); }
+  const StepCounts* counts() const { return counts_.data(); }
+
+ private:
+  DeviceBuffer<int32_t> tokens_;
+  DeviceBuffer<QueryRow> rows_;
+  DeviceBuffer<PageIds> page_table_;
+  DeviceBuffer<DecodeItem> decode_items_;
+  DeviceBuffer<BlockItem> block_items_;
+  DeviceBuffer<CombineTask> combine_;
+  DeviceBuffer<MigrateTask> migrate_;
+  DeviceBuffer<KeyGroupTask> key_groups_;
+  DeviceBuffer<int32_t> logit_rows_;
+  DeviceBuffer<StepCounts> counts_;
+  PinnedBuffer<std::byte> staging_;
+};
+
+// Activation buffers of a step, sized for the largest step so far.
+struct Workspace {
+  DeviceBuffer<float> hidden;           // [rows][hidden], the float32 residual stream
+  DeviceBuffer<float> delta;            // [rows][hidden], a block's output before the residual add
+  DeviceBuffer<float> qkv;              // [rows][q_dim + 2 kv_dim]
+  DeviceBuffer<float> rotated_queries;  // [rows][q_dim]
+  DeviceBuffer<float> gate_up;          // [rows][2 intermediate]
+  DeviceBuffer<float> logits;           // [logit rows][vocab]
+  DeviceBuffer<float> partials;         // attention partial records
+  DeviceBuffer<__nv_bfloat16> normed;       // [rows][hidden]
+  DeviceBuffer<__nv_bfloat16> attention;    // [rows][q_dim]
+  DeviceBuffer<__nv_bfloat16> activation;   // [rows][intermediate]
+  DeviceBuffer<__nv_bfloat16> normed_logits;  // [logit rows][hidden]
+
+  // Grows to hold a step; returns true when a buffer moved.
+  bool reserve(const ModelConfig& config, int64_t rows, int64_t logit_rows, int64_t partial_floats);
+};
+
+}  // namespace oscar::cuda

@@ -1,0 +1,36 @@
+#include "backend/cuda/gemm.h"
+
+#include "util/error.h"
+
+namespace oscar::cuda {
+
+namespace {
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+}  // namespace
+
+Gemm::Gemm(cudaStream_t stream) {
+  check(cublasCreate(&handle_), "cublasCreate");
+  check(cublasSetStream(handle_, stream), "cublasSetStream");
+  workspace_.resize(kWorkspaceBytes);
+  check(cublasSetWorkspace(handle_, workspace_.data(), workspace_.bytes()), "cublasSetWorkspace");
+  check(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+}
+
+Gemm::~Gemm() {
+  if (handle_ != nullptr) cublasDestroy(handle_);
+}
+
+void Gemm::linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
+                  int64_t inputs, float* y, bool accumulate) const {
+  if (rows == 0) return;
+  require(rows <= INT32_MAX && outputs <= INT32_MAX && inputs <= INT32_MAX,
+          "cuBLAS: matrix of {} x {} x {} too large", rows, outputs, inputs);
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  // Column-major view: y^T [outputs x rows] = w [outputs x inputs] * x^T [inputs x rows].
+  check(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, int(outputs), int(rows), int(inputs), &alpha, w,
+                     CUDA_R_16BF, int(inputs), x, CUDA_R_16BF, int(inputs), &beta, y, CUDA_R_32F,
+                     int(outputs), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
+}
+
+}  // namespace oscar::cuda

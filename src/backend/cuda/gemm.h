@@ -1,0 +1,32 @@
+#pragma once
+// Linear layers through cuBLAS: bf16 weights and activations, float32 accumulation and output
+// (the residual stream stays float32). One handle on the backend's stream, with a fixed workspace
+// so that the calls can be captured into a CUDA graph.
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/device_buffer.h"
+
+namespace oscar::cuda {
+
+class Gemm {
+ public:
+  explicit Gemm(cudaStream_t stream);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // y[rows][outputs] = x[rows][inputs] * w^T with w [outputs][inputs] row-major (a checkpoint's
+  // nn.Linear weight); `accumulate` adds to y instead.
+  void linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
+              int64_t inputs, float* y, bool accumulate = false) const;
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+  DeviceBuffer<std::byte> workspace_;
+};
+
+}  // namespace oscar::cuda

@@ -1,0 +1,167 @@
+// Migration of tokens out of the recent window: quantize from the full-precision page into the
+// quantized page. Mirrors CpuKvStore::quantize, quantize_token_groups and quantize_key_channels
+// (backend/cpu/cpu_kv_store.cpp) with the codec of quant/group_codec.cpp (device_codec.cuh):
+// the same bf16 inputs give the same codes and parameters.
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_codec.cuh"
+#include "backend/cuda/layer_kernels.h"
+
+namespace oscar::cuda {
+namespace {
+
+constexpr int kHeadDim = 128;
+constexpr int kWarpsPerBlock = 4;
+
+// Reductions over the `lanes` lanes (a power of two) that hold one group.
+template <typename T, typename Op>
+__device__ __forceinline__ T group_reduce(T value, int lanes, Op op) {
+  for (int offset = 1; offset < lanes; offset *= 2) value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+// choose_group_params: the clip ratio as given, or the candidate with the least squared error
+// (the first one on ties, as on the CPU).
+__device__ DeviceParams choose_params(const float (&x)[4], float lo, float hi, int lanes, int bits,
+                                      float ratio, bool search, ParamFormat format, const float* q8_scales) {
+  if (!search) return params_for_range(lo * ratio, hi * ratio, bits, format, q8_scales);
+  DeviceParams best{};
+  double best_error = 0.0;
+  for (int c = 0; c < kClipCandidateCount; ++c) {
+    const float candidate = clip_candidate(c);
+    const DeviceParams p = params_for_range(lo * candidate, hi * candidate, bits, format, q8_scales);
+    double error = 0.0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const double diff = double(x[i]) - double(float(quantize_code(x[i], p, bits)) * p.scale + p.zero);
+      error += diff * diff;
+    }
+    error = group_reduce(error, lanes, [](double a, double b) { return a + b; });
+    if (c == 0 || error < best_error) {
+      best = p;
+      best_error = error;
+    }
+  }
+  return best;
+}
+
+// One warp per (token, KV head, keys or values): lane l holds channels 4l..4l+3.
+__global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
+  const PageLayout& layout = args.layout;
+  const int lane = threadIdx.x % 32;
+  const int bits = layout.bits;
+  const int lanes_per_group = int(layout.group_size) / 4;
+  const int units = args.counts->migrate_tasks * args.num_kv_heads * 2;
+  for (int unit = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; unit < units;
+       unit += gridDim.x * kWarpsPerBlock) {
+    const MigrateTask task = args.tasks[unit / (2 * args.num_kv_heads)];
+    const int kv_head = (unit / 2) % args.num_kv_heads;
+    const bool is_value = unit % 2 == 1;
+    if (!is_value && layout.keys_per_channel) continue;
+    const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
+    const int slot = task.position % layout.page_size_tokens;
+    const std::byte* full = args.full_pages + int64_t(ids.full) * layout.full_page_bytes +
+                            (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
+    const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
+    const float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
+                        __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
+    float lo = fminf(fminf(x[0], x[1]), fminf(x[2], x[3]));
+    float hi = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+    lo = group_reduce(lo, lanes_per_group, [](float a, float b) { return fminf(a, b); });
+    hi = group_reduce(hi, lanes_per_group, [](float a, float b) { return fmaxf(a, b); });
+    const DeviceParams p = choose_params(x, lo, hi, lanes_per_group, bits,
+                                         is_value ? args.clip_ratio_v : args.clip_ratio_k, args.clip_search,
+                                         layout.param_format, args.q8_scales);
+    std::byte* page = args.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
+    std::byte* codes = page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+    int packed = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) packed |= quantize_code(x[i], p, bits) << (i * bits);
+    if (bits == 2) {
+      reinterpret_cast<uint8_t*>(codes)[lane] = uint8_t(packed);
+    } else {
+      reinterpret_cast<uint16_t*>(codes)[lane] = uint16_t(packed);
+    }
+    if (lane % lanes_per_group == 0) {
+      const int group = lane / lanes_per_group;
+      const int64_t offset = is_value ? layout.value_params(kv_head, slot, group) : layout.key_params(kv_head, slot, group);
+      store_params(p, layout.param_format, args.q8_scales, reinterpret_cast<uint8_t*>(page + offset));
+    }
+  }
+}
+
+// KIVI keys: one block per (token group, KV head), thread c = channel; every channel of the group's
+// tokens shares one (scale, zero).
+__global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
+  const PageLayout& layout = args.layout;
+  const int c = threadIdx.x;
+  const int bits = layout.bits;
+  const int units = args.counts->key_group_tasks * args.num_kv_heads;
+  for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const KeyGroupTask task = args.key_groups[unit / args.num_kv_heads];
+    const int kv_head = unit % args.num_kv_heads;
+    const PageIds ids = args.page_table[task.page_table + task.first / layout.page_size_tokens];
+    const int first_slot = task.first % layout.page_size_tokens;
+    const std::byte* full = args.full_pages + int64_t(ids.full) * layout.full_page_bytes;
+    auto key = [&](int t) {
+      const auto* row = reinterpret_cast<const uint16_t*>(full + layout.full_key_offset(kv_head, first_slot + t));
+      return __uint_as_float(uint32_t(row[c]) << 16);
+    };
+    float lo = INFINITY, hi = -INFINITY;
+    for (int t = 0; t < task.count; ++t) {
+      lo = fminf(lo, key(t));
+      hi = fmaxf(hi, key(t));
+    }
+    DeviceParams p{};
+    if (!args.clip_search) {
+      p = params_for_range(lo * args.clip_ratio_k, hi * args.clip_ratio_k, bits, layout.param_format, args.q8_scales);
+    } else {
+      double best_error = 0.0;
+      for (int k = 0; k < kClipCandidateCount; ++k) {
+        const DeviceParams candidate = params_for_range(lo * clip_candidate(k), hi * clip_candidate(k), bits,
+                                                        layout.param_format, args.q8_scales);
+        double error = 0.0;
+        for (int t = 0; t < task.count; ++t) {
+          const float x = key(t);
+          const double diff = double(x) - double(float(quantize_code(x, candidate, bits)) * candidate.scale + candidate.zero);
+          error += diff * diff;
+        }
+        if (k == 0 || error < best_error) {
+          p = candidate;
+          best_error = error;
+        }
+      }
+    }
+    std::byte* page = args.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
+    store_params(p, layout.param_format, args.q8_scales,
+                 reinterpret_cast<uint8_t*>(page + layout.key_params(kv_head, first_slot, c)));
+    const int per_byte = 8 / bits;
+    for (int t = 0; t < task.count; ++t) {
+      int bits_here = quantize_code(key(t), p, bits) << ((c % per_byte) * bits);
+      for (int offset = 1; offset < per_byte; offset *= 2) bits_here |= __shfl_xor_sync(0xffffffffu, bits_here, offset);
+      if (c % per_byte == 0) {
+        reinterpret_cast<uint8_t*>(page + layout.key_codes(kv_head, first_slot + t))[c / per_byte] = uint8_t(bits_here);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max_key_groups, cudaStream_t stream) {
+  if (args.layout.bits == 0) return;
+  if (max_tasks > 0) {
+    const int64_t units = max_tasks * args.num_kv_heads * 2;
+    const int64_t blocks = std::min<int64_t>((units + kWarpsPerBlock - 1) / kWarpsPerBlock, 4096);
+    migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
+    check_launch("migrate_tokens_kernel");
+  }
+  if (max_key_groups > 0) {
+    const int64_t blocks = std::min<int64_t>(max_key_groups * args.num_kv_heads, 4096);
+    migrate_key_groups_kernel<<<unsigned(blocks), kHeadDim, 0, stream>>>(args);
+    check_launch("migrate_key_groups_kernel");
+  }
+}
+
+}  // namespace oscar::cuda

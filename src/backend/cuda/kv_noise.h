@@ -1,0 +1,18 @@
+#pragma once
+// Random KV page contents for kernel tests and benchmarks (kv_noise.cu): never zeros, always
+// finite. Full-precision pages: bf16 uniform in [-1, 1]. Quantized pages: uniform random codes,
+// f16/bf16 parameters with scale in [0.02, 0.1] and zero in [-0.3, -0.1] (q8: valid codes).
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kvcache/page_layout.h"
+
+namespace oscar::cuda {
+
+void launch_fill_kv_noise(const PageLayout& layout, std::byte* full_pages, int64_t full_page_count,
+                          std::byte* quantized_pages, int64_t quantized_page_count, uint64_t seed,
+                          cudaStream_t stream);
+
+}  // namespace oscar::cuda

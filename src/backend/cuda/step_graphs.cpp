@@ -1,0 +1,37 @@
+#include "backend/cuda/step_graphs.h"
+
+#include "backend/cuda/cuda_check.h"
+
+namespace oscar::cuda {
+
+StepGraphs::~StepGraphs() { clear(); }
+
+void StepGraphs::clear() {
+  for (auto& [batch, graph] : graphs_) cudaGraphExecDestroy(graph);
+  graphs_.clear();
+}
+
+void StepGraphs::run(int64_t batch, cudaStream_t stream, const std::function<void()>& enqueue) {
+  auto found = graphs_.find(batch);
+  if (found == graphs_.end()) {
+    // Relaxed: cuBLAS queries kernel attributes while the step is recorded.
+    check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
+    cudaGraph_t graph = nullptr;
+    try {
+      enqueue();
+    } catch (...) {
+      cudaStreamEndCapture(stream, &graph);
+      if (graph != nullptr) cudaGraphDestroy(graph);
+      throw;
+    }
+    check(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    check(status, "cudaGraphInstantiate");
+    found = graphs_.emplace(batch, exec).first;
+  }
+  check(cudaGraphLaunch(found->second, stream), "cudaGraphLaunch");
+}
+
+}  // namespace oscar::cuda

@@ -1,0 +1,142 @@
+#include "backend/cuda/step_plan.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace oscar::cuda {
+namespace {
+
+struct Segment {
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool quantized = false;
+};
+
+// The keys the query at position t reads, in position order, as cpu_attention splits them: full
+// precision [0, a), quantized [sink, b), full precision [max(a, b), t] (a = min(sink, t + 1),
+// b = quantized_end(t + 1)); the two full ranges merge when nothing lies between them.
+std::vector<Segment> decode_segments(int64_t t, int64_t sink, int64_t quantized_end) {
+  const int64_t a = std::min(sink, t + 1);
+  const int64_t quantized_stop = std::min(quantized_end, t + 1);
+  const int64_t tail_start = std::max(a, quantized_end);
+  std::vector<Segment> segments;
+  if (quantized_stop <= sink) {
+    segments.push_back({0, t + 1, false});
+    return segments;
+  }
+  if (a > 0) segments.push_back({0, a, false});
+  segments.push_back({sink, quantized_stop, true});
+  if (tail_start <= t) segments.push_back({tail_start, t + 1, false});
+  return segments;
+}
+
+// [begin, end) cut at multiples of `split`.
+template <typename Visit>
+void for_each_split(int64_t begin, int64_t end, int64_t split, Visit visit) {
+  for (int64_t b = begin; b < end;) {
+    const int64_t e = std::min(end, (b / split + 1) * split);
+    visit(b, e);
+    b = e;
+  }
+}
+
+int32_t narrow(int64_t value) {
+  require(value >= 0 && value <= INT32_MAX, "CUDA step plan: value {} does not fit 32 bits", value);
+  return int32_t(value);
+}
+
+}  // namespace
+
+StepCounts StepPlan::counts() const {
+  return {int32_t(decode_items.size()), int32_t(block_items.size()), int32_t(migrate.size()),
+          int32_t(key_groups.size())};
+}
+
+int64_t decode_split_tokens(int64_t total_key_positions, const StepPlanShape& shape) {
+  const int64_t work = total_key_positions * shape.num_kv_heads;
+  const int64_t target = std::max<int64_t>(1, 2 * shape.resident_blocks);
+  const int64_t split = (work / target + kDecodeSplitAlignment - 1) / kDecodeSplitAlignment *
+                        kDecodeSplitAlignment;
+  return std::clamp<int64_t>(split, 256, 4096);
+}
+
+StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
+                        const StepPlanShape& shape) {
+  StepPlan plan;
+  const int64_t heads = shape.num_kv_heads;
+  const int64_t block_tokens = std::max<int64_t>(1, kBlockQueryRows / shape.group);
+  plan.decode_only = !steps.empty();
+  int64_t decode_positions = 0;
+  for (const SequenceStep& step : steps) {
+    require(step.kv != nullptr && !step.tokens.empty(), "forward: a step needs tokens and pages");
+    if (step.tokens.size() != 1) plan.decode_only = false;
+    if (step.tokens.size() == 1) decode_positions += step.kv->num_tokens() + 1;
+  }
+  plan.decode_split_tokens = decode_split_tokens(decode_positions, shape);
+  const int64_t split = plan.decode_split_tokens;
+
+  for (const SequenceStep& step : steps) {
+    const int64_t cached = step.kv->num_tokens();
+    const int64_t count = int64_t(step.tokens.size());
+    const int64_t until = step.kv->full_precision_until();
+    const int64_t table = int64_t(plan.page_table.size());
+    for (const LogicalPage& page : step.kv->pages()) plan.page_table.push_back({page.full, page.quantized});
+    const int64_t first_row = int64_t(plan.rows.size());
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t t = cached + i;
+      plan.tokens.push_back(step.tokens[size_t(i)]);
+      plan.rows.push_back({narrow(t), narrow(table), narrow(quantized_end(kv, t + 1, until))});
+    }
+    // Attention work.
+    if (count == 1) {
+      const QueryRow& row = plan.rows.back();
+      const int64_t base = plan.partial_records;
+      int64_t splits = 0;
+      if (shape.fast_decode) {
+        for (const Segment& s : decode_segments(row.position, kv.sink_tokens, row.quantized_end)) {
+          for_each_split(s.begin, s.end, split, [&](int64_t b, int64_t e) {
+            plan.decode_items.push_back({narrow(first_row), s.quantized ? 1 : 0, narrow(b), narrow(e),
+                                         narrow(base + splits * heads)});
+            ++splits;
+          });
+        }
+      } else {
+        for_each_split(0, int64_t(row.position) + 1, split, [&](int64_t b, int64_t e) {
+          plan.block_items.push_back({narrow(first_row), 1, narrow(b), narrow(e), narrow(base + splits * heads)});
+          ++splits;
+        });
+      }
+      plan.combine.push_back({narrow(base), narrow(splits), narrow(heads)});
+      plan.partial_records += splits * heads;
+    } else {
+      for (int64_t j = 0; j < count; j += block_tokens) {
+        const int64_t n = std::min(block_tokens, count - j);
+        const int64_t base = plan.partial_records;
+        plan.block_items.push_back({narrow(first_row + j), narrow(n), 0, narrow(cached + j + n),
+                                    narrow(base)});
+        for (int64_t r = 0; r < n; ++r) plan.combine.push_back({narrow(base + r * heads), 1, narrow(heads)});
+        plan.partial_records += n * heads;
+      }
+    }
+    // Tokens leaving the recent window during this step (CpuKvStore::quantize's range).
+    const int64_t q0 = quantized_end(kv, cached, until);
+    const int64_t q1 = quantized_end(kv, cached + count, until);
+    for (int64_t p = q0; p < q1; ++p) plan.migrate.push_back({narrow(p), narrow(table)});
+    if (kv.keys_per_channel() && q0 < q1) {
+      const int64_t g = kv.group_size;
+      for (int64_t group_start = q0 / g * g; group_start < q1; group_start += g) {
+        const int64_t first = std::max(group_start, q0);
+        const int64_t last = std::min(group_start + g, q1);
+        plan.key_groups.push_back({narrow(first), narrow(last - first), narrow(table)});
+      }
+    }
+    // Rows whose logits are returned.
+    for (int64_t i = step.all_logits ? 0 : count - 1; i < count; ++i) {
+      plan.logit_rows.push_back(narrow(first_row + i));
+    }
+  }
+  return plan;
+}
+
+}  // namespace oscar::cuda

@@ -1,0 +1,73 @@
+#pragma once
+// The work records of one forward step, as the kernels read them: plain 32-bit fields, built on
+// the host by step_plan.cpp from the engine's page tables and the decode rule
+// (kvcache/kv_cache_config.h), uploaded once per step and read by every layer.
+#include <cstdint>
+
+namespace oscar::cuda {
+
+// One new token of one sequence (a row of the step's activations).
+struct QueryRow {
+  int32_t position;       // t
+  int32_t page_table;     // index of the sequence's logical page 0 in the step's page table
+  int32_t quantized_end;  // quantized_end(t + 1): keys [sink, quantized_end) are read quantized
+  int32_t unused = 0;
+};
+
+// The step's page tables, concatenated: LogicalPage {full, quantized} of sequence_pages.h.
+struct PageIds {
+  int32_t full;
+  int32_t quantized;
+};
+
+// A decode query's keys [begin, end), all of one kind (full-precision or quantized pages), for
+// every KV head: partial record `partial + kv_head` receives (max, sum, unnormalised output).
+struct DecodeItem {
+  int32_t row;
+  int32_t quantized;  // 1: quantized pages; 0: full-precision pages
+  int32_t begin;
+  int32_t end;
+  int32_t partial;
+};
+
+// Consecutive rows of one sequence (a block of a prefill chunk, or one decode row split over
+// key ranges) and the key positions [key_begin, key_end) they read under the decode rule. Token j
+// of the block, KV head h writes partial record `partial + j * num_kv_heads + h`.
+struct BlockItem {
+  int32_t first_row;
+  int32_t row_count;
+  int32_t key_begin;
+  int32_t key_end;
+  int32_t partial;
+};
+
+// The partial records of one row: `first + kv_head`, `first + kv_head + stride`, ... (`count`).
+struct CombineTask {
+  int32_t first;
+  int32_t count;
+  int32_t stride;
+};
+
+// One token leaving the recent window: quantized from its full-precision page (per-token groups;
+// for KIVI only its values).
+struct MigrateTask {
+  int32_t position;
+  int32_t page_table;
+};
+
+// KIVI keys: positions [first, first + count) of one position-aligned group, quantized per channel.
+struct KeyGroupTask {
+  int32_t first;
+  int32_t count;
+  int32_t page_table;
+};
+
+// Counts the persistent kernels read on the device (the grid of a captured graph is fixed).
+struct StepCounts {
+  int32_t decode_items;
+  int32_t block_items;
+  int32_t migrate_tasks;
+  int32_t key_group_tasks;
+};
+
+}  // namespace oscar::cuda

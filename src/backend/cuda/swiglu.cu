@@ -1,0 +1,31 @@
+// SwiGLU. Mirrors swiglu (backend/cpu/cpu_math.cpp): silu(gate) * up = gate / (1 + exp(-gate)) * up,
+// reading gate and up from the fused gate|up projection; the output is down_proj's bf16 input.
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/layer_kernels.h"
+
+namespace oscar::cuda {
+namespace {
+
+__global__ void swiglu_kernel(const float* gate_up, int64_t rows, int64_t inner, __nv_bfloat16* out) {
+  const int64_t total = rows * inner;
+  for (int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; index < total;
+       index += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = index / inner, i = index % inner;
+    const float gate = gate_up[row * 2 * inner + i];
+    const float up = gate_up[row * 2 * inner + inner + i];
+    out[index] = __float2bfloat16_rn(gate / (1.0f + expf(-gate)) * up);
+  }
+}
+
+}  // namespace
+
+void launch_swiglu(const float* gate_up, int64_t rows, int64_t inner, __nv_bfloat16* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  const int64_t blocks = std::min<int64_t>((rows * inner + 255) / 256, 65536);
+  swiglu_kernel<<<unsigned(blocks), 256, 0, stream>>>(gate_up, rows, inner, out);
+  check_launch("swiglu_kernel");
+}
+
+}  // namespace oscar::cuda

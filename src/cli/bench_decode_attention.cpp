@@ -1,0 +1,220 @@
+// oscar bench decode-attention: the paged split-K decode attention kernel alone (decode kernel +
+// combine), bf16 pages vs INT2 pages, at a model's KV shape, over contexts x batches. Each row
+// reports the time, the fewest bytes the step must move (every KV byte the decode rule reads once,
+// the queries read, the outputs written), the achieved GB/s and its fraction of the device copy
+// bandwidth measured in the same run. Pages hold random bytes (kv_noise.h), never zeros; when
+// one configuration's pages would fit in L2, several copies are cycled so the cache never serves
+// a repeat. The PyTorch peer is bench/sdpa_decode_attention.py.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <random>
+
+#include "cli/bench_gpu_common.h"
+#include "cli/commands.h"
+#include "util/error.h"
+
+#ifdef OSCAR_HAVE_CUDA
+#include "backend/cuda/attention_combine.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/decode_attention.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_step.h"
+#include "backend/cuda/kv_noise.h"
+#include "quant/group_codec.h"
+#endif
+
+namespace oscar::cli {
+namespace {
+
+struct BenchDecodeAttentionOptions {
+  std::string model = "qwen3-8b";
+  std::string contexts = "4096,8192,16384,32768,65536,131072";
+  std::string batches = "1,8,16,32,64";
+  int iterations = 20;
+  std::string json_path;
+};
+
+#ifdef OSCAR_HAVE_CUDA
+using namespace oscar::cuda;
+
+KvCacheConfig kv_config_for(KvDtype dtype) {
+  KvCacheConfig kv;  // the defaults: g128, f16 parameters, sink 64, recent 256, 64-token pages
+  kv.dtype = dtype;
+  kv.method = dtype == KvDtype::bf16 ? KvMethod::naive : KvMethod::quarot;  // the page layout of oscar too
+  return kv;
+}
+
+// Bytes one decode query at position t reads under the decode rule, for all KV heads.
+int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {
+  const int64_t quantized = std::max<int64_t>(0, std::min(quantized_end(kv, t + 1), t + 1) - kv.sink_tokens);
+  const int64_t full = t + 1 - quantized;
+  const int64_t full_token = 2 * layout.head_dim * layout.element_bytes;
+  const int64_t quantized_token =
+      layout.bits == 0 ? 0 : 2 * (layout.code_bytes_per_row + (layout.head_dim / layout.group_size) * layout.param_bytes);
+  return layout.num_kv_heads * (full * full_token + quantized * quantized_token);
+}
+
+// The page tables of `batch` sequences of `context` cached tokens (the new token at position
+// `context`), each logical page given the full and/or quantized page the decode rule reads.
+struct PageSet {
+  std::vector<SequencePages> sequences;
+  KvPageCounts used;
+};
+
+PageSet make_pages(const KvCacheConfig& kv, int64_t context, int64_t batch, KvPageCounts first) {
+  PageSet set;
+  set.used = first;
+  const int64_t p = kv.page_size_tokens, qend = quantized_end(kv, context + 1);
+  for (int64_t s = 0; s < batch; ++s) {
+    std::vector<LogicalPage> table;
+    for (int64_t page = 0; page <= context / p; ++page) {
+      LogicalPage ids;
+      const bool full = page * p < kv.sink_tokens || (page + 1) * p > qend;
+      const bool quantized = kv.quantized() && page * p < qend && (page + 1) * p > kv.sink_tokens;
+      if (full) ids.full = int32_t(set.used.full++);
+      if (quantized) ids.quantized = int32_t(set.used.quantized++);
+      table.push_back(ids);
+    }
+    set.sequences.emplace_back().attach_prefix(std::move(table), context);
+  }
+  return set;
+}
+
+struct Measured {
+  double time_us = 0;
+  int64_t bytes = 0;
+};
+
+Measured measure(const ModelConfig& model, KvDtype dtype, int64_t context, int64_t batch, int iterations) {
+  const KvCacheConfig kv = kv_config_for(dtype);
+  const int group = int(model.group_size());
+  const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
+  const int64_t q_floats = batch * model.num_heads * model.head_dim;
+  const int64_t bytes = batch * (kv_bytes_read(kv, layout, context) + q_floats * 4 + q_floats * 2);
+  // Copies cycled so that at least 512 MB separate two reads of the same page (L2 is 50 MB).
+  const int copies = int(std::clamp<int64_t>((int64_t(512) << 20) / std::max<int64_t>(bytes, 1) + 1, 1, 16));
+  std::vector<PageSet> sets;
+  KvPageCounts used;
+  for (int c = 0; c < copies; ++c) {
+    sets.push_back(make_pages(kv, context, batch, used));
+    used = sets.back().used;
+  }
+  DeviceBuffer<std::byte> full(size_t(used.full * layout.full_page_bytes));
+  DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, used.quantized * layout.quantized_page_bytes)));
+  launch_fill_kv_noise(layout, full.data(), used.full, quantized.data(), used.quantized, 17, nullptr);
+  const int resident = decode_attention_resident_blocks(layout);
+  const StepPlanShape shape{model.num_kv_heads, group, true, resident};
+  std::vector<int32_t> tokens(size_t(batch), 1);
+  std::vector<std::unique_ptr<DeviceStep>> device_steps;
+  int64_t partial_records = 0;
+  for (PageSet& set : sets) {
+    std::vector<SequenceStep> steps;
+    for (int64_t s = 0; s < batch; ++s) steps.push_back({std::span(&tokens[size_t(s)], 1), &set.sequences[size_t(s)], false});
+    const StepPlan plan = make_step_plan(steps, kv, shape);
+    partial_records = std::max(partial_records, plan.partial_records);
+    device_steps.push_back(std::make_unique<DeviceStep>());
+    device_steps.back()->upload(plan, nullptr);
+  }
+  std::vector<float> host_queries(static_cast<size_t>(q_floats));
+  std::mt19937 generator(5);
+  std::uniform_real_distribution<float> uniform(-2.f, 2.f);
+  for (float& q : host_queries) q = uniform(generator);
+  DeviceBuffer<float> queries(host_queries.size());
+  check(cudaMemcpy(queries.data(), host_queries.data(), host_queries.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  DeviceBuffer<float> partials(size_t(partial_records * partial_record_floats(group, model.head_dim)));
+  DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(q_floats));
+  std::vector<float> scales(256);
+  for (int e = 0; e < 256; ++e) scales[size_t(e)] = q8_scale(e);
+  DeviceBuffer<float> q8(256);
+  check(cudaMemcpy(q8.data(), scales.data(), 256 * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  auto launch = [&](const DeviceStep& step) {
+    AttentionArgs args;
+    args.layout = layout;
+    args.sink_tokens = kv.sink_tokens;
+    args.full_pages = full.data();
+    args.quantized_pages = kv.quantized() ? quantized.data() : nullptr;
+    args.rows = step.rows();
+    args.page_table = step.page_table();
+    args.counts = step.counts();
+    args.decode_items = step.decode_items();
+    args.queries = queries.data();
+    args.partials = partials.data();
+    args.num_kv_heads = int(model.num_kv_heads);
+    args.group = group;
+    args.score_scale = float(1.4426950408889634 / std::sqrt(double(model.head_dim)));
+    args.q8_scales = q8.data();
+    launch_decode_attention(args, resident, nullptr);
+    launch_attention_combine(step.combine(), batch, partials.data(), int(model.num_kv_heads), group,
+                             int(model.head_dim), out.data(), nullptr, nullptr);
+  };
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<double> times;
+  for (int i = -3; i < iterations; ++i) {
+    const DeviceStep& step = *device_steps[size_t((i + 3) % copies)];
+    check(cudaEventRecord(start), "cudaEventRecord");
+    launch(step);
+    check(cudaEventRecord(stop), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (i >= 0) times.push_back(double(ms) * 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return {median(times), bytes};
+}
+
+void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
+  const ModelConfig model = hf_config(o.model);
+  const GpuDescription gpu = describe_gpu();
+  fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {} KV shape: {} KV heads x {} query heads per KV head x D {}\n",
+             gpu.name, gpu.driver, gpu.copy_gbps, o.model, model.num_kv_heads, model.group_size(), model.head_dim);
+  fmt::print("{:>5} {:>8} {:>6} {:>11} {:>12} {:>8} {:>6}\n", "kv", "context", "batch", "time_us", "bytes", "GB/s", "bw");
+  std::vector<nlohmann::json> rows;
+  for (const int64_t context : parse_int_list(o.contexts)) {
+    for (const int64_t batch : parse_int_list(o.batches)) {
+      for (const KvDtype dtype : {KvDtype::bf16, KvDtype::int2}) {
+        const KvCacheConfig kv = kv_config_for(dtype);
+        const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
+        if (double(batch) * double(kv_bytes_read(kv, layout, context)) > 0.6 * double(cuda_free_bytes())) {
+          fmt::print("{:>5} {:>8} {:>6}   skipped: the pages do not fit\n", to_string(dtype), context, batch);
+          continue;
+        }
+        const Measured m = measure(model, dtype, context, batch, o.iterations);
+        const double gbps = double(m.bytes) / (m.time_us * 1e-6) / 1e9;
+        fmt::print("{:>5} {:>8} {:>6} {:>11.1f} {:>12} {:>8.0f} {:>5.1f}%\n", to_string(dtype), context, batch,
+                   m.time_us, m.bytes, gbps, 100.0 * gbps / gpu.copy_gbps);
+        rows.push_back({{"kernel", "decode_attention"}, {"kv", std::string(to_string(dtype))}, {"model", o.model},
+                        {"context", context}, {"batch", batch}, {"time_us", m.time_us}, {"bytes", m.bytes},
+                        {"gbps", gbps}, {"bw_fraction", gbps / gpu.copy_gbps}, {"kv_config", describe(kv)}});
+      }
+    }
+  }
+  write_rows(o.json_path, gpu, rows);
+}
+#else
+void run_bench_decode_attention(const BenchDecodeAttentionOptions&) {
+  fail("oscar bench decode-attention: this oscar was built without the CUDA backend");
+}
+#endif
+
+}  // namespace
+
+void register_bench_decode_attention(CLI::App& bench) {
+  auto options = std::make_shared<BenchDecodeAttentionOptions>();
+  CLI::App* command = bench.add_subcommand("decode-attention", "GPU decode attention alone: bf16 vs INT2 pages");
+  command->add_option("--model", options->model, "a models/hf-configs name")->capture_default_str();
+  command->add_option("--contexts", options->contexts)->capture_default_str();
+  command->add_option("--batches", options->batches)->capture_default_str();
+  command->add_option("--iterations", options->iterations)->capture_default_str();
+  command->add_option("--json", options->json_path, "write the rows as JSON");
+  command->callback([options] { run_bench_decode_attention(*options); });
+}
+
+}  // namespace oscar::cli

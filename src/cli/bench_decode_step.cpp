@@ -1,0 +1,202 @@
+// oscar bench decode-step: the whole decode step of the CUDA backend (Backend::forward of one
+// token for each of `batch` sequences, CUDA graph replay, logits copied back) on random bf16
+// weights of a models/hf-configs shape, with every sequence already holding `context` tokens of
+// random KV pages (fill_kv_cache_with_noise: no prefill needed). Each row compares the median step
+// time with its floor, (matrix bytes + KV bytes read) / measured copy bandwidth. With
+// --max-batch-context N it also finds, per KV format, the largest batch whose pages fit in the
+// memory left after the weights at context N, and its decode tokens/s.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include "cli/bench_gpu_common.h"
+#include "cli/commands.h"
+#include "kvcache/page_layout.h"
+#include "model/model_weights.h"
+#include "util/error.h"
+
+#ifdef OSCAR_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace oscar::cli {
+namespace {
+
+struct BenchDecodeStepOptions {
+  std::string model = "qwen3-8b";
+  std::string contexts = "32768,100000";
+  std::string batches = "1,4,8";
+  int64_t max_batch_context = 0;
+  int steps = 12;
+  std::string json_path;
+};
+
+#ifdef OSCAR_HAVE_CUDA
+
+KvCacheConfig kv_config_for(KvDtype dtype) {
+  KvCacheConfig kv;  // g128, f16 parameters, sink 64, recent 256, 64-token pages
+  kv.dtype = dtype;
+  kv.method = dtype == KvDtype::bf16 ? KvMethod::naive : KvMethod::quarot;  // quarot: rotated keys, no file
+  return kv;
+}
+
+// Bytes of one layer's pages that the decode rule reads for the query at position t.
+int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {
+  const int64_t quantized = std::max<int64_t>(0, std::min(quantized_end(kv, t + 1), t + 1) - kv.sink_tokens);
+  const int64_t full = t + 1 - quantized;
+  const int64_t quantized_token =
+      layout.bits == 0 ? 0 : 2 * (layout.code_bytes_per_row + layout.head_dim / layout.group_size * layout.param_bytes);
+  return layout.num_kv_heads * (full * 2 * layout.head_dim * layout.element_bytes + quantized * quantized_token);
+}
+
+// Matrix bytes a decode step reads: every layer's projections and the LM head (bf16).
+int64_t matrix_bytes(const ModelConfig& c) {
+  const int64_t per_layer = c.hidden_size * (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() * c.hidden_size +
+                            3 * c.hidden_size * c.intermediate_size;
+  return 2 * (c.num_layers * per_layer + c.vocab_size * c.hidden_size);
+}
+
+struct StepResult {
+  double step_ms = 0;
+  double floor_ms = 0;
+  int64_t bytes = 0;
+};
+
+// `batch` sequences holding `context` tokens each, pages taken from the pools as the engine would.
+std::vector<SequencePages> attach_sequences(const KvCacheConfig& kv, KvPagePools& pools, int64_t context, int64_t batch) {
+  std::vector<SequencePages> sequences(static_cast<size_t>(batch));
+  const int64_t p = kv.page_size_tokens, qend = quantized_end(kv, context);
+  for (SequencePages& sequence : sequences) {
+    std::vector<LogicalPage> table;
+    for (int64_t page = 0; page * p < context; ++page) {
+      LogicalPage ids;
+      if (page * p < kv.sink_tokens || (page + 1) * p > qend) ids.full = pools.full.allocate().value();
+      if (kv.quantized() && page * p < qend && (page + 1) * p > kv.sink_tokens) {
+        ids.quantized = pools.quantized.allocate().value();
+      }
+      table.push_back(ids);
+    }
+    sequence.attach_prefix(std::move(table), context);
+  }
+  return sequences;
+}
+
+StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int steps, double copy_gbps) {
+  const KvCacheConfig& kv = backend.kv_config();
+  const KvPageCounts capacity = backend.kv_capacity();
+  KvPagePools pools{PagePool(int32_t(capacity.full)), PagePool(int32_t(capacity.quantized))};
+  std::vector<SequencePages> sequences = attach_sequences(kv, pools, context, batch);
+  std::vector<int32_t> tokens(size_t(batch), 7);
+  StepLogits logits;
+  std::vector<double> milliseconds;
+  for (int i = -3; i < steps; ++i) {
+    std::vector<SequenceStep> step;
+    for (int64_t s = 0; s < batch; ++s) {
+      require(sequences[size_t(s)].reserve(1, kv, pools), "decode-step bench: the KV pool is too small");
+      step.push_back({std::span(&tokens[size_t(s)], 1), &sequences[size_t(s)], false});
+    }
+    const auto start = std::chrono::steady_clock::now();
+    backend.forward(step, logits);
+    const auto stop = std::chrono::steady_clock::now();
+    for (SequencePages& sequence : sequences) sequence.commit(1, kv, pools);
+    if (i >= 0) milliseconds.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+  }
+  const ModelConfig& c = backend.model_config();
+  const PageLayout& layout = backend.page_layout();
+  StepResult r;
+  r.step_ms = median(milliseconds);
+  r.bytes = matrix_bytes(c) + batch * c.num_layers * kv_bytes_read(kv, layout, context + steps / 2);
+  r.floor_ms = double(r.bytes) / (copy_gbps * 1e9) * 1e3;
+  return r;
+}
+
+// Pages for `batch` sequences of `tokens` tokens, with one page of slack per sequence and kind.
+KvPageCounts pages_for(const KvCacheConfig& kv, int64_t tokens, int64_t batch) {
+  KvPageCounts one = footprint_for_tokens(kv, tokens);
+  return {batch * (one.full + 2), batch * (one.quantized + 1)};
+}
+
+void run_bench_decode_step(const BenchDecodeStepOptions& o) {
+  const ModelConfig config = hf_config(o.model);
+  const GpuDescription gpu = describe_gpu();
+  fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {}: {} layers, {:.2f} GB of matrices\n", gpu.name, gpu.driver,
+             gpu.copy_gbps, o.model, config.num_layers, double(matrix_bytes(config)) / 1e9);
+  const auto started = std::chrono::steady_clock::now();
+  const ModelWeights weights = make_random_model(config, 1);
+  fmt::print("random weights made in {:.1f} s\n",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  const std::vector<int64_t> contexts = parse_int_list(o.contexts), batches = parse_int_list(o.batches);
+  std::vector<nlohmann::json> rows;
+  for (const KvDtype dtype : {KvDtype::bf16, KvDtype::int2}) {
+    const KvCacheConfig kv = kv_config_for(dtype);
+    const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
+    // Every page the runs below need, allocated once: the largest (context, batch) that fits.
+    const int64_t budget = cuda_free_bytes() - matrix_bytes(config) - config.vocab_size * config.hidden_size * 2 -
+                           (int64_t(6) << 30);  // weights, workspace and cuBLAS
+    const int64_t per_sequence_max = [&] {
+      const int64_t longest = std::max(*std::max_element(contexts.begin(), contexts.end()), o.max_batch_context);
+      return bytes_per_layer(pages_for(kv, longest + o.steps + 4, 1), layout) * config.num_layers;
+    }();
+    const int64_t max_sequences = budget / per_sequence_max;
+    const int64_t longest = std::max(*std::max_element(contexts.begin(), contexts.end()), o.max_batch_context);
+    BackendOptions options;
+    options.device = DeviceKind::cuda;
+    options.kv = kv;
+    options.capacity = pages_for(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
+    auto backend = make_backend(weights, options);
+    fill_kv_cache_with_noise(*backend, 3);
+    fmt::print("{}: room for {} sequences of {} tokens\n", describe(kv), max_sequences, longest);
+    for (const int64_t context : contexts) {
+      for (const int64_t batch : batches) {
+        const int64_t need = bytes_per_layer(pages_for(kv, context + o.steps + 4, batch), layout);
+        if (need > bytes_per_layer(options.capacity, layout)) {
+          fmt::print("  context {:>7} batch {:>3}: skipped, {:.1f} GB of pages do not fit\n", context, batch,
+                     double(need * config.num_layers) / 1e9);
+          continue;
+        }
+        const StepResult r = time_steps(*backend, context, batch, o.steps, gpu.copy_gbps);
+        fmt::print("  context {:>7} batch {:>3}: step {:8.3f} ms, floor {:8.3f} ms ({:.2f}x), {:.0f} tokens/s\n", context,
+                   batch, r.step_ms, r.floor_ms, r.step_ms / r.floor_ms, double(batch) / r.step_ms * 1e3);
+        rows.push_back({{"kernel", "decode_step"}, {"kv", std::string(to_string(dtype))}, {"kv_config", describe(kv)},
+                        {"model", o.model}, {"context", context}, {"batch", batch}, {"time_us", r.step_ms * 1e3},
+                        {"bytes", r.bytes}, {"floor_us", r.floor_ms * 1e3}, {"floor_ratio", r.step_ms / r.floor_ms},
+                        {"tokens_per_s", double(batch) / r.step_ms * 1e3}});
+      }
+    }
+    if (o.max_batch_context > 0 && max_sequences > 0) {
+      const StepResult r = time_steps(*backend, o.max_batch_context, max_sequences, o.steps, gpu.copy_gbps);
+      fmt::print("  max batch at context {}: {} sequences, step {:.3f} ms, {:.0f} tokens/s\n", o.max_batch_context,
+                 max_sequences, r.step_ms, double(max_sequences) / r.step_ms * 1e3);
+      rows.push_back({{"kernel", "max_batch_decode"}, {"kv", std::string(to_string(dtype))}, {"kv_config", describe(kv)},
+                      {"model", o.model}, {"context", o.max_batch_context}, {"batch", max_sequences},
+                      {"time_us", r.step_ms * 1e3}, {"bytes", r.bytes}, {"floor_us", r.floor_ms * 1e3},
+                      {"tokens_per_s", double(max_sequences) / r.step_ms * 1e3}});
+    }
+  }
+  write_rows(o.json_path, gpu, rows);
+}
+#else
+void run_bench_decode_step(const BenchDecodeStepOptions&) {
+  fail("oscar bench decode-step: this oscar was built without the CUDA backend");
+}
+#endif
+
+}  // namespace
+
+void register_bench_decode_step(CLI::App& bench) {
+  auto options = std::make_shared<BenchDecodeStepOptions>();
+  CLI::App* command = bench.add_subcommand("decode-step", "GPU whole decode step vs its memory floor, bf16 vs INT2");
+  command->add_option("--model", options->model, "a models/hf-configs name")->capture_default_str();
+  command->add_option("--contexts", options->contexts)->capture_default_str();
+  command->add_option("--batches", options->batches)->capture_default_str();
+  command->add_option("--max-batch-context", options->max_batch_context,
+                      "also time the largest batch that fits at this context")
+      ->capture_default_str();
+  command->add_option("--steps", options->steps)->capture_default_str();
+  command->add_option("--json", options->json_path, "write the rows as JSON");
+  command->callback([options] { run_bench_decode_step(*options); });
+}
+
+}  // namespace oscar::cli

@@ -1,0 +1,81 @@
+#include "cli/bench_gpu_common.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "cli/model_options.h"
+#include "util/error.h"
+#include "util/file_io.h"
+
+#ifdef OSCAR_HAVE_CUDA
+#include "backend/cuda/device_buffer.h"
+#endif
+
+namespace oscar::cli {
+
+GpuDescription describe_gpu() {
+#ifdef OSCAR_HAVE_CUDA
+  using namespace oscar::cuda;
+  GpuDescription gpu;
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
+  gpu.name = properties.name;
+  int driver = 0;
+  check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
+  gpu.driver = fmt::format("CUDA driver API {}.{}", driver / 1000, (driver % 1000) / 10);
+  const size_t bytes = size_t(1) << 31;
+  DeviceBuffer<std::byte> source(bytes), target(bytes);
+  check(cudaMemset(source.data(), 1, bytes), "cudaMemset");
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<double> seconds;
+  for (int i = 0; i < 12; ++i) {
+    check(cudaEventRecord(start), "cudaEventRecord");
+    check(cudaMemcpyAsync(target.data(), source.data(), bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
+    check(cudaEventRecord(stop), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (i >= 2) seconds.push_back(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  gpu.copy_gbps = 2.0 * double(bytes) / median(seconds) / 1e9;
+  return gpu;
+#else
+  fail("oscar bench: this oscar was built without the CUDA backend");
+#endif
+}
+
+ModelConfig hf_config(const std::string& name) {
+  return load_model_config(default_model_dir() + "/../hf-configs/" + name + ".json");
+}
+
+std::vector<int64_t> parse_int_list(const std::string& text) {
+  std::vector<int64_t> values;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    try {
+      values.push_back(std::stoll(item));
+    } catch (const std::exception&) {
+      fail("expected a comma-separated list of integers, got '{}'", text);
+    }
+  }
+  return values;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0.0 : values[values.size() / 2];
+}
+
+void write_rows(const std::string& path, const GpuDescription& gpu, const std::vector<nlohmann::json>& rows) {
+  if (path.empty()) return;
+  const nlohmann::json root = {{"device", gpu.name}, {"driver", gpu.driver}, {"copy_gbps", gpu.copy_gbps},
+                               {"rows", rows}};
+  write_file_atomically(path, root.dump(1) + "\n");
+}
+
+}  // namespace oscar::cli

@@ -1,0 +1,351 @@
+// Each CUDA kernel against its CPU reference on random (never zero) inputs; skips without a GPU.
+// Tolerances are stated per test as ||gpu - ref|| / ||ref|| (or max abs where noted):
+//   float kernels: q/k norm + RoPE 1e-5 against cpu_math / rope; RMSNorm and SwiGLU 4e-3 (their
+//     outputs are bf16, the next product's input);
+//   bf16 matrix products (float accumulation, float output): 1e-5 against float64 products of the
+//     same bf16 inputs;
+//   decode attention, bf16 pages: 2e-3; INT2/INT4 pages: 5e-3 (f16 P * scale operand), against a
+//     float64 softmax over the pages' dequantized values (group_codec.h on the host);
+#include <gtest/gtest.h>
+
+#ifdef OSCAR_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_math.h"
+#include "backend/cuda/attention_combine.h"
+#include "backend/cuda/decode_attention.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_step.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kv_noise.h"
+#include "backend/cuda/layer_kernels.h"
+#include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/step_plan.h"
+#include "quant/group_codec.h"
+#include "util/half.h"
+
+namespace oscar::cuda {
+namespace {
+
+std::vector<float> random_floats(size_t count, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 generator(seed);
+  std::uniform_real_distribution<float> distribution(lo, hi);
+  std::vector<float> values(count);
+  for (float& v : values) {
+    do v = distribution(generator);
+    while (v == 0.0f);
+  }
+  return values;
+}
+
+template <typename T>
+DeviceBuffer<T> to_device(const std::vector<T>& host) {
+  DeviceBuffer<T> device(host.size());
+  check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "test upload");
+  return device;
+}
+
+template <typename T>
+std::vector<T> to_host(const DeviceBuffer<T>& device, size_t count) {
+  std::vector<T> host(count);
+  check(cudaDeviceSynchronize(), "test synchronize");
+  check(cudaMemcpy(host.data(), device.data(), count * sizeof(T), cudaMemcpyDeviceToHost), "test download");
+  return host;
+}
+
+std::vector<float> floats_of_bf16(const std::vector<uint16_t>& bits) {
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
+  return out;
+}
+
+double relative_error(const std::vector<double>& reference, const std::vector<float>& actual) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    if (!std::isfinite(actual[i])) return INFINITY;
+    diff += (reference[i] - actual[i]) * (reference[i] - actual[i]);
+    norm += reference[i] * reference[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+std::vector<double> widen(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
+class CudaKernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
+  const int64_t rows = 5, width = 4096;
+  auto hidden = random_floats(size_t(rows * width), 1), delta = random_floats(size_t(rows * width), 2);
+  const auto weight = random_floats(size_t(width), 3, 0.5f, 1.5f);
+  auto d_hidden = to_device(hidden);
+  const auto d_delta = to_device(delta), d_weight = to_device(weight);
+  DeviceBuffer<__nv_bfloat16> out(size_t(rows * width));
+  launch_add_rms_norm(d_hidden.data(), d_delta.data(), nullptr, rows, width, d_weight.data(), 1e-6f, out.data(), nullptr);
+  for (size_t i = 0; i < hidden.size(); ++i) hidden[i] += delta[i];
+  std::vector<float> expected(hidden.size());
+  rms_norm(hidden.data(), rows, width, weight.data(), 1e-6, expected.data());
+  std::vector<uint16_t> bits(hidden.size());
+  check(cudaDeviceSynchronize(), "sync");
+  check(cudaMemcpy(bits.data(), out.data(), bits.size() * 2, cudaMemcpyDeviceToHost), "download");
+  EXPECT_LE(relative_error(widen(hidden), to_host(d_hidden, hidden.size())), 1e-6);
+  EXPECT_LE(relative_error(widen(expected), floats_of_bf16(bits)), 4e-3);  // bf16 output rounding
+}
+
+TEST_F(CudaKernels, SwigluMatchesCpu) {
+  const int64_t rows = 3, inner = 3000;
+  const auto gate_up = random_floats(size_t(rows * 2 * inner), 4, -4.f, 4.f);
+  std::vector<float> gate(size_t(rows * inner)), up(size_t(rows * inner)), expected(size_t(rows * inner));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < inner; ++i) {
+      gate[size_t(r * inner + i)] = gate_up[size_t(r * 2 * inner + i)];
+      up[size_t(r * inner + i)] = gate_up[size_t(r * 2 * inner + inner + i)];
+    }
+  swiglu(gate.data(), up.data(), rows * inner, expected.data());
+  const auto d_gate_up = to_device(gate_up);
+  DeviceBuffer<__nv_bfloat16> out(size_t(rows * inner));
+  launch_swiglu(d_gate_up.data(), rows, inner, out.data(), nullptr);
+  std::vector<uint16_t> bits(expected.size());
+  check(cudaDeviceSynchronize(), "sync");
+  check(cudaMemcpy(bits.data(), out.data(), bits.size() * 2, cudaMemcpyDeviceToHost), "download");
+  EXPECT_LE(relative_error(widen(expected), floats_of_bf16(bits)), 4e-3);
+}
+
+TEST_F(CudaKernels, GemmMatchesFloat64) {
+  const int64_t rows = 7, inputs = 1024, outputs = 768;
+  std::vector<uint16_t> x(size_t(rows * inputs)), w(size_t(outputs * inputs));
+  const auto xf = random_floats(x.size(), 5), wf = random_floats(w.size(), 6, -0.05f, 0.05f);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(xf[i]);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(wf[i]);
+  std::vector<double> expected(size_t(rows * outputs), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < outputs; ++o)
+      for (int64_t i = 0; i < inputs; ++i)
+        expected[size_t(r * outputs + o)] += double(bf16_to_float(x[size_t(r * inputs + i)])) *
+                                             bf16_to_float(w[size_t(o * inputs + i)]);
+  const auto d_x = to_device(x), d_w = to_device(w);
+  DeviceBuffer<float> y(size_t(rows * outputs));
+  cudaStream_t stream = nullptr;
+  Gemm gemm(stream);
+  gemm.linear(reinterpret_cast<const __nv_bfloat16*>(d_x.data()), rows,
+              reinterpret_cast<const __nv_bfloat16*>(d_w.data()), outputs, inputs, y.data());
+  EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5);  // float accumulation
+}
+
+TEST_F(CudaKernels, QkNormRopeMatchesCpu) {
+  const int heads = 8, kv_heads = 2, d = 128;
+  const int64_t rows = 3, stride = (heads + 2 * kv_heads) * d;
+  const auto qkv = random_floats(size_t(rows * stride), 7, -3.f, 3.f);
+  const auto q_norm = random_floats(size_t(d), 8, 0.5f, 1.5f), k_norm = random_floats(size_t(d), 9, 0.5f, 1.5f);
+  std::vector<float> inverse(size_t(d / 2));
+  for (int i = 0; i < d / 2; ++i) inverse[size_t(i)] = float(std::pow(1e6, -2.0 * i / d));
+  const std::vector<QueryRow> row_records = {{0, 0, 0, 0}, {17, 0, 0, 0}, {40000, 0, 0, 0}};
+  std::vector<float> expected = qkv;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> c(size_t(d / 2)), s(size_t(d / 2));
+    for (int i = 0; i < d / 2; ++i) {
+      const float angle = float(row_records[size_t(r)].position) * inverse[size_t(i)];
+      c[size_t(i)] = float(std::cos(double(angle)));
+      s[size_t(i)] = float(std::sin(double(angle)));
+    }
+    for (int h = 0; h < heads + kv_heads; ++h) {
+      float* x = &expected[size_t(r * stride + h * d)];
+      rms_norm(x, 1, d, h < heads ? q_norm.data() : k_norm.data(), 1e-6, x);
+      for (int i = 0; i < d / 2; ++i) {
+        const float a = x[i], b = x[i + d / 2];
+        x[i] = a * c[size_t(i)] - b * s[size_t(i)];
+        x[i + d / 2] = b * c[size_t(i)] + a * s[size_t(i)];
+      }
+    }
+  }
+  auto d_qkv = to_device(qkv);
+  const auto d_q_norm = to_device(q_norm), d_k_norm = to_device(k_norm), d_inverse = to_device(inverse);
+  const auto d_rows = to_device(row_records);
+  QkNormRopeArgs args{d_qkv.data(), stride, heads, kv_heads, d, d_rows.data(), d_q_norm.data(), d_k_norm.data(),
+                      1e-6f, d_inverse.data()};
+  launch_qk_norm_rope(args, rows, nullptr);
+  const auto actual = to_host(d_qkv, qkv.size());
+  for (int64_t r = 0; r < rows; ++r) {  // the v part is untouched
+    for (int64_t i = (heads + kv_heads) * d; i < stride; ++i) EXPECT_EQ(actual[size_t(r * stride + i)], qkv[size_t(r * stride + i)]);
+  }
+  EXPECT_LE(relative_error(widen(expected), actual), 1e-5);
+}
+
+// ---- decode attention --------------------------------------------------------------------------
+
+struct AttentionCase {
+  const char* name;
+  KvDtype dtype;
+  int group_size;
+  ParamFormat param_format;
+  int query_group;  // query heads per KV head
+  double tolerance;
+};
+
+// Reference: float64 softmax(q . k / sqrt(D)) v over the page bytes, dequantized by group_codec.
+std::vector<double> reference_attention(const PageLayout& layout, const KvCacheConfig& kv,
+                                        const std::vector<std::byte>& full, const std::vector<std::byte>& quantized,
+                                        const std::vector<LogicalPage>& pages, int64_t t, const float* queries,
+                                        int num_kv_heads, int group) {
+  const int64_t d = layout.head_dim;
+  const int64_t boundary = quantized_end(kv, t + 1);
+  std::vector<double> out(size_t(num_kv_heads * group * d), 0.0);
+  std::vector<float> key(static_cast<size_t>(d)), value(static_cast<size_t>(d));
+  for (int h = 0; h < num_kv_heads; ++h) {
+    std::vector<std::vector<float>> keys, values;
+    for (int64_t j = 0; j <= t; ++j) {
+      const LogicalPage page = pages[size_t(j / layout.page_size_tokens)];
+      const int64_t slot = j % layout.page_size_tokens;
+      if (j >= kv.sink_tokens && j < boundary) {
+        const auto* base = reinterpret_cast<const uint8_t*>(quantized.data() + page.quantized * layout.quantized_page_bytes);
+        for (int64_t g = 0; g < d / layout.group_size; ++g) {
+          dequantize_group(base + layout.key_codes(h, slot), int(g * layout.group_size), int(layout.group_size),
+                           load_params(base + layout.key_params(h, slot, g), layout.param_format), layout.bits,
+                           key.data() + g * layout.group_size);
+          dequantize_group(base + layout.value_codes(h, slot), int(g * layout.group_size), int(layout.group_size),
+                           load_params(base + layout.value_params(h, slot, g), layout.param_format), layout.bits,
+                           value.data() + g * layout.group_size);
+        }
+      } else {
+        const std::byte* base = full.data() + page.full * layout.full_page_bytes;
+        for (int64_t c = 0; c < d; ++c) {
+          key[size_t(c)] = bf16_to_float(reinterpret_cast<const uint16_t*>(base + layout.full_key_offset(h, slot))[c]);
+          value[size_t(c)] = bf16_to_float(reinterpret_cast<const uint16_t*>(base + layout.full_value_offset(h, slot))[c]);
+        }
+      }
+      keys.push_back(key);
+      values.push_back(value);
+    }
+    for (int q = 0; q < group; ++q) {
+      const float* query = queries + (h * group + q) * d;
+      std::vector<double> scores(keys.size());
+      for (size_t j = 0; j < keys.size(); ++j) {
+        double dot = 0;
+        for (int64_t c = 0; c < d; ++c) dot += double(query[c]) * keys[j][size_t(c)];
+        scores[j] = dot / std::sqrt(double(d));
+      }
+      const double top = *std::max_element(scores.begin(), scores.end());
+      double total = 0;
+      for (double& s : scores) total += (s = std::exp(s - top));
+      double* o = &out[size_t((h * group + q) * d)];
+      for (size_t j = 0; j < keys.size(); ++j)
+        for (int64_t c = 0; c < d; ++c) o[c] += scores[j] / total * values[j][size_t(c)];
+    }
+  }
+  return out;
+}
+
+class CudaDecodeAttention : public ::testing::TestWithParam<AttentionCase> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Three sequences at contexts that give one, a few and many splits, each page present in both
+// formats at shuffled page ids, random page bytes and queries; decode kernel + combine.
+TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
+  const AttentionCase a = GetParam();
+  KvCacheConfig kv;
+  kv.dtype = a.dtype;
+  kv.group_size = a.group_size;
+  kv.param_format = a.param_format;
+  kv.sink_tokens = 64;
+  kv.recent_tokens = 256;
+  kv.page_size_tokens = 64;
+  const int num_kv_heads = 2, d = 128;
+  const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
+  const std::vector<int64_t> contexts = {37, 700, 9001};
+  int64_t page_count = 0;
+  for (const int64_t t : contexts) page_count += t / kv.page_size_tokens + 1;
+  DeviceBuffer<std::byte> full(size_t(page_count * layout.full_page_bytes));
+  DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, page_count * layout.quantized_page_bytes)));
+  launch_fill_kv_noise(layout, full.data(), page_count, layout.bits > 0 ? quantized.data() : nullptr, page_count, 11,
+                       nullptr);
+  std::vector<int32_t> ids(static_cast<size_t>(page_count));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(3));
+  std::vector<SequencePages> sequences(contexts.size());
+  std::vector<std::vector<LogicalPage>> tables(contexts.size());
+  std::vector<int32_t> tokens(contexts.size(), 1);
+  std::vector<SequenceStep> steps;
+  size_t next_id = 0;
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    for (int64_t p = 0; p <= contexts[s] / kv.page_size_tokens; ++p, ++next_id) {
+      tables[s].push_back({ids[next_id], layout.bits > 0 ? ids[page_count - 1 - int64_t(next_id)] : -1});
+    }
+    sequences[s].attach_prefix(tables[s], contexts[s]);
+  }
+  for (size_t s = 0; s < contexts.size(); ++s) steps.push_back({std::span(&tokens[s], 1), &sequences[s], false});
+  StepPlanShape shape{num_kv_heads, a.query_group, true, decode_attention_resident_blocks(layout)};
+  ASSERT_TRUE(decode_attention_supports(layout, a.query_group));
+  const StepPlan plan = make_step_plan(steps, kv, shape);
+  DeviceStep device_step;
+  device_step.upload(plan, nullptr);
+  const int64_t q_width = int64_t(num_kv_heads) * a.query_group * d;
+  const auto queries = random_floats(size_t(int64_t(contexts.size()) * q_width), 12, -2.f, 2.f);
+  const auto d_queries = to_device(queries);
+  DeviceBuffer<float> partials(size_t(plan.partial_records * partial_record_floats(a.query_group, d)));
+  std::vector<float> q8(256);
+  for (int e = 0; e < 256; ++e) q8[size_t(e)] = q8_scale(e);
+  const auto d_q8 = to_device(q8);
+  AttentionArgs args;
+  args.layout = layout;
+  args.sink_tokens = kv.sink_tokens;
+  args.full_pages = full.data();
+  args.quantized_pages = layout.bits > 0 ? quantized.data() : nullptr;
+  args.rows = device_step.rows();
+  args.page_table = device_step.page_table();
+  args.counts = device_step.counts();
+  args.decode_items = device_step.decode_items();
+  args.block_items = device_step.block_items();
+  args.queries = d_queries.data();
+  args.partials = partials.data();
+  args.num_kv_heads = num_kv_heads;
+  args.group = a.query_group;
+  args.score_scale = float(1.4426950408889634 / std::sqrt(double(d)));
+  args.q8_scales = d_q8.data();
+  launch_decode_attention(args, decode_attention_resident_blocks(layout), nullptr);
+  DeviceBuffer<__nv_bfloat16> out(size_t(int64_t(contexts.size()) * q_width));
+  DeviceBuffer<float> out_float(out.size());
+  launch_attention_combine(device_step.combine(), int64_t(contexts.size()), partials.data(), num_kv_heads,
+                           a.query_group, d, out.data(), out_float.data(), nullptr);
+  const auto actual = to_host(out_float, out_float.size());
+  std::vector<std::byte> host_full(full.bytes()), host_quantized(quantized.bytes());
+  check(cudaMemcpy(host_full.data(), full.data(), full.bytes(), cudaMemcpyDeviceToHost), "download");
+  check(cudaMemcpy(host_quantized.data(), quantized.data(), quantized.bytes(), cudaMemcpyDeviceToHost), "download");
+  for (size_t s = 0; s < contexts.size(); ++s) {
+    const auto expected = reference_attention(layout, kv, host_full, host_quantized, tables[s], contexts[s],
+                                              queries.data() + int64_t(s) * q_width, num_kv_heads, a.query_group);
+    const std::vector<float> got(actual.begin() + ptrdiff_t(int64_t(s) * q_width),
+                                 actual.begin() + ptrdiff_t(int64_t(s + 1) * q_width));
+    const double error = relative_error(expected, got);
+    std::printf("[ %s ] context %lld: relative error %.2e\n", a.name, static_cast<long long>(contexts[s] + 1), error);
+    EXPECT_LE(error, a.tolerance) << "context " << contexts[s] + 1;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, CudaDecodeAttention,
+    ::testing::Values(AttentionCase{"bf16_gqa4", KvDtype::bf16, 128, ParamFormat::f16, 4, 2e-3},
+                      AttentionCase{"bf16_gqa8", KvDtype::bf16, 128, ParamFormat::f16, 8, 2e-3},
+                      AttentionCase{"int2_g128_f16_gqa4", KvDtype::int2, 128, ParamFormat::f16, 4, 5e-3},
+                      AttentionCase{"int2_g64_bf16_gqa1", KvDtype::int2, 64, ParamFormat::bf16, 1, 5e-3},
+                      AttentionCase{"int2_g32_q8_gqa8", KvDtype::int2, 32, ParamFormat::q8, 8, 5e-3},
+                      AttentionCase{"int4_g128_f16_gqa4", KvDtype::int4, 128, ParamFormat::f16, 4, 5e-3}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace oscar::cuda
+
+#endif  // OSCAR_HAVE_CUDA
