@@ -1,4 +1,5 @@
-// oscar bench: performance measurements, one subcommand per kind (cpu, gpu, serve).
+// oscar bench: performance measurements, one subcommand per kind (cpu, serve, calibrate, and on the
+// GPU decode-attention and decode-step).
 #include "cli/commands.h"
 
 namespace oscar::cli {
@@ -7,6 +8,10 @@ void register_bench(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Measure performance");
   bench->require_subcommand(1);
   register_bench_cpu(*bench);
+  register_bench_serve(*bench);
+  register_bench_calibrate(*bench);
+  register_bench_decode_attention(*bench);
+  register_bench_decode_step(*bench);
 }
 
 }  // namespace oscar::cli

@@ -15,6 +15,10 @@ void register_eval_attention_error(CLI::App& eval);
 void register_calibrate(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_bench_cpu(CLI::App& bench);
+void register_bench_serve(CLI::App& bench);
+void register_bench_calibrate(CLI::App& bench);
+void register_bench_decode_attention(CLI::App& bench);  // GPU
+void register_bench_decode_step(CLI::App& bench);       // GPU
 int exit_code();
 int omp_threads();  // threads the CPU backend uses by default
 void set_exit_code(int code);

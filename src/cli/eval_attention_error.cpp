@@ -47,10 +47,7 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
       kv.dtype = KvDtype::int2;
       kv.method = method;
       kv.group_size = group;
-      kv.clip_ratio_k = method == KvMethod::oscar ? o.model.kv_clip_k.value_or(0.96f) : 1.0f;
-      kv.clip_ratio_v = method == KvMethod::oscar ? o.model.kv_clip_v.value_or(0.92f) : 1.0f;
-      kv.clip_search = o.model.kv_clip_search;
-      kv.param_format = parse_param_format(o.model.kv_scale_format);
+      apply_quantization_options(o.model, kv);
       methods.push_back({fmt::format("{} g{}", to_string(method), group), kv, oscar ? &*oscar : nullptr});
     }
   }

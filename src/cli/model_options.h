@@ -20,10 +20,10 @@ struct ModelOptions {
   std::string kv_method = "naive";
   std::string kv_rotations;
   int kv_group_size = 128;
-  std::string kv_scale_format = "f16";
+  std::optional<std::string> kv_scale_format;  // default: q8 for oscar, f16 otherwise
   std::optional<float> kv_clip_k;
   std::optional<float> kv_clip_v;
-  bool kv_clip_search = false;
+  std::optional<bool> kv_clip_search;           // default: on for oscar without explicit ratios
   int64_t kv_sink_tokens = 64;
   int64_t kv_recent_tokens = 256;
   std::optional<int> kv_page_size;
@@ -36,6 +36,9 @@ std::string default_model_dir();
 std::string model_dir_or_default(const ModelOptions& options);
 
 KvCacheConfig kv_cache_config(const ModelOptions& options);  // throws Error naming the flag
+// The quantization settings (group parameter format, clip ratios, clip search) of `c.method`
+// under the user's options.
+void apply_quantization_options(const ModelOptions& options, KvCacheConfig& c);
 DeviceKind device_kind(const ModelOptions& options);
 
 }  // namespace oscar::cli

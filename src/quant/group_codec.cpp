@@ -64,8 +64,8 @@ GroupParams choose_group_params(std::span<const float> values, int bits, ClipPol
   if (!clip.search) return params_for_range(low * clip.ratio, high * clip.ratio, bits, format);
   GroupParams best{};
   double best_error = 0;
-  for (size_t i = 0; i < kClipCandidates.size(); ++i) {
-    const float c = kClipCandidates[i];
+  for (int i = 0; i < kClipCandidateCount; ++i) {
+    const float c = clip_candidate(i);
     const GroupParams candidate = params_for_range(low * c, high * c, bits, format);
     const double error = squared_error(values, candidate, bits);
     if (i == 0 || error < best_error) {

@@ -127,8 +127,8 @@ TEST(GroupCodec, ClipSearchNeverDoesWorseThanAnyFixedRatio) {
       return e;
     };
     const double searched = error_of(choose_group_params(values, 2, {1.0f, true}, ParamFormat::q8));
-    for (const float c : kClipCandidates) {
-      EXPECT_LE(searched, error_of(choose_group_params(values, 2, {c}, ParamFormat::q8)) + 1e-9);
+    for (int i = 0; i < kClipCandidateCount; ++i) {
+      EXPECT_LE(searched, error_of(choose_group_params(values, 2, {clip_candidate(i)}, ParamFormat::q8)) + 1e-9);
     }
   }
 }

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The accuracy campaign behind docs/results/README.md: perplexity of every KV method x group size
+# 64/128 x with and without the bf16 sink/recent regions on the testbed's valid.xz, perplexity on
+# text the testbed never saw, needle-in-a-haystack retrieval per method, per-layer attention error.
+# Every result is one JSON file in OUT_DIR; a result already there is kept, so the campaign resumes
+# where it stopped. scripts/results/make_report.py turns them into tables and figures.
+#   usage: scripts/results/accuracy_campaign.sh [OUT_DIR] [OSCAR_BINARY]
+#   environment: WINDOWS   perplexity windows of 4096 tokens (8)
+#                DEVICE    cpu (the reference, default) or cuda
+#                PARALLEL  jobs run at once (1); THREADS: CPU threads per job (0: all cores)
+#                ONLY      an extended regular expression: run only the jobs whose names match
+#                LIST=1    print the jobs instead of running them
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+if [[ ${1:-} != --job ]]; then export CAMPAIGN_OUT=${1:-docs/results/raw} CAMPAIGN_OSCAR=${2:-build/src/cli/oscar}; fi
+export WINDOWS=${WINDOWS:-8} DEVICE=${DEVICE:-cpu} THREADS=${THREADS:-0}
+out=$CAMPAIGN_OUT oscar=$CAMPAIGN_OSCAR
+log() { echo "[$(date +%T)] $*" >&2; }
+
+# One job: NAME KIND ARGS... (KIND: ppl, niah or attn-error); its result is $out/KIND-NAME.json.
+if [[ ${1:-} == --job ]]; then
+  name=$2 kind=$3; shift 3
+  result=$out/$kind-$name.json
+  [[ -s $result ]] && exit 0
+  log "$kind $name"
+  common=(--device "$DEVICE" --threads "$THREADS" --output "$result.partial")
+  case $kind in
+    ppl) "$oscar" eval ppl --windows "$WINDOWS" "${common[@]}" "$@" > /dev/null ;;
+    niah) "$oscar" eval niah --prompts-per-cell 3 --figure "$out/$kind-$name.svg" "${common[@]}" "$@" > /dev/null ;;
+    attn-error) "$oscar" eval attn-error --figure "$out/$kind-$name.svg" "${common[@]}" "$@" > /dev/null ;;
+  esac
+  mv "$result.partial" "$result"  # only complete results count
+  exit 0
+fi
+
+mkdir -p "$out"
+rotations=$out/rotations.safetensors
+rotations_seed1=$out/rotations-seed1.safetensors
+
+# Text the testbed never saw: NVIDIA's CUDA runtime headers (English API documentation in C
+# comments; the testbed was trained on Debian documentation and Linux sources).
+unseen=$out/unseen.txt
+
+# Flags of one method at one group size; every INT2 method gets the same group parameters (q8)
+# and clip search, so the comparison is of the methods alone.
+method_flags() {
+  local method=$1 group=$2 file=${3:-$rotations}
+  local flags="--kv-cache-dtype int2 --kv-method $method --kv-group-size $group --kv-scale-format q8 --kv-clip-search"
+  [[ $method == oscar ]] && flags+=" --kv-rotations $file"
+  echo "$flags"
+}
+no_regions="--kv-sink-tokens 0 --kv-recent-tokens 0"
+
+jobs() {
+  echo "bf16 ppl"
+  for method in oscar quarot kivi naive; do echo "$method-g128 ppl $(method_flags $method 128)"; done
+  for method in oscar quarot kivi naive; do echo "$method-g128 niah $(method_flags $method 128)"; done
+  echo "bf16 niah"
+  for method in oscar quarot kivi naive; do echo "$method-g64 ppl $(method_flags $method 64)"; done
+  for group in 128 64; do
+    for method in oscar quarot kivi naive; do
+      echo "$method-g$group-noregions ppl $(method_flags $method $group) $no_regions"
+    done
+  done
+  # OSCAR as published (f16 group parameters, fixed clip 0.96/0.92) and with another calibration.
+  for group in 128 64; do
+    echo "oscar-g$group-published ppl --kv-cache-dtype int2 --kv-method oscar --kv-rotations $rotations" \
+      "--kv-group-size $group --kv-scale-format f16 --no-kv-clip-search"
+  done
+  echo "oscar-g128-seed1 ppl $(method_flags oscar 128 "$rotations_seed1")"
+  echo "int4-quarot-g128 ppl --kv-cache-dtype int4 --kv-method quarot --kv-group-size 128"
+  echo "unseen-bf16 ppl --text $unseen"
+  for method in oscar quarot kivi naive; do echo "unseen-$method-g128 ppl --text $unseen $(method_flags $method 128)"; done
+  echo "all attn-error --kv-rotations $rotations"
+}
+
+if [[ ${LIST:-0} == 1 ]]; then jobs | grep -E "^(${ONLY:-.*}) "; exit 0; fi
+
+selected=$(jobs | grep -E "^(${ONLY:-.*}) " || true)
+calibrate() {  # file, seed
+  [[ -f $1 ]] || ! grep -q "$1" <<< "$selected" && return
+  log "calibrate seed $2"
+  "$oscar" calibrate --data models/testbed/calib.xz --device "$DEVICE" --seed "$2" --out "$1" \
+    > "$out/$(basename "$1" .safetensors).txt"
+}
+calibrate "$rotations" 0
+calibrate "$rotations_seed1" 1
+[[ -f $unseen ]] || cat /usr/local/cuda/include/cuda_runtime_api.h /usr/local/cuda/include/driver_types.h \
+  /usr/local/cuda/include/cuda.h > "$unseen"
+
+echo -n "$selected" | xargs -P "${PARALLEL:-1}" -L 1 bash "$0" --job
+log done

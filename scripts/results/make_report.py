@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Turns the accuracy campaign's JSON results (scripts/results/accuracy_campaign.sh) into
+docs/results/README.md and docs/results/perplexity.svg.
+
+    usage: scripts/results/make_report.py [RAW_DIR] [OUT_DIR]
+
+Perplexity is deterministic for a given build, text and rotations file, so the spread reported
+beside each method is the one that decides rankings: the standard error, over the windows, of the
+per-window log perplexity ratio against bf16 (windows are paired: every method sees the same
+tokens). The calibration seed's effect is reported separately (oscar with a second calibration).
+"""
+import json
+import math
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+RAW = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/raw")
+OUT = Path(sys.argv[2] if len(sys.argv) > 2 else "docs/results")
+METHODS = ["oscar", "quarot", "kivi", "naive"]
+COLORS = {"oscar": "#1b7837", "quarot": "#2166ac", "kivi": "#b2182b", "naive": "#777777"}
+
+
+def load(name):
+    path = RAW / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def paired(result, reference):
+    """(delta %, standard error %) of the perplexity against the reference, paired by window."""
+    ratios = [math.log(a / b) for a, b in zip(result["window_ppl"], reference["window_ppl"])]
+    n = len(ratios)
+    mean = sum(ratios) / n
+    sd = math.sqrt(sum((r - mean) ** 2 for r in ratios) / (n - 1)) if n > 1 else float("nan")
+    delta = 100 * (result["ppl"] / reference["ppl"] - 1)
+    return delta, 100 * sd / math.sqrt(n)
+
+
+def ppl_row(label, result, reference):
+    if result is None:
+        return f"| {label} | not run | | | |"
+    delta, se = paired(result, reference)
+    return f"| {label} | {result['ppl']:.4f} | {delta:+.2f}% | ±{se:.2f}% | {result['bpe_128k']:.3f} |"
+
+
+PPL_HEADER = ["| configuration | perplexity | vs bf16 | paired s.e. | bits/element at 128K |",
+              "|---|---:|---:|---:|---:|"]
+
+
+def perplexity_tables(lines, bf16):
+    lines += [f"bf16 cache: perplexity **{bf16['ppl']:.4f}** over {bf16['windows']} windows of "
+              f"{bf16['context']} tokens ({bf16['tokens']} predictions), 16 bits per element.", ""]
+    for regions, suffix, title in [(True, "", "with the bf16 sink (64) and recent window (256)"),
+                                   (False, "-noregions", "without them: every token quantized")]:
+        lines += [f"#### INT2, {title}", ""] + PPL_HEADER
+        for group in (128, 64):
+            for method in METHODS:
+                lines.append(ppl_row(f"{method} g{group}", load(f"ppl-{method}-g{group}{suffix}"), bf16))
+        lines.append("")
+
+
+def variants_table(lines, bf16):
+    lines += ["#### OSCAR variants and a 4-bit reference", ""] + PPL_HEADER
+    for name, label in [("oscar-g128", "oscar g128 (q8 parameters, clip search: our default)"),
+                        ("oscar-g128-seed1", "oscar g128, calibration seed 1"),
+                        ("oscar-g128-published", "oscar g128 as published (f16 parameters, clip 0.96/0.92)"),
+                        ("oscar-g64-published", "oscar g64 as published (f16 parameters, clip 0.96/0.92)"),
+                        ("int4-quarot-g128", "INT4 quarot g128")]:
+        lines.append(ppl_row(label, load(f"ppl-{name}"), bf16))
+    lines.append("")
+
+
+def unseen_table(lines):
+    bf16 = load("ppl-unseen-bf16")
+    if bf16 is None:
+        lines += ["Unseen text: not run.", ""]
+        return
+    lines += [f"bf16 perplexity on the unseen text: **{bf16['ppl']:.4f}** ({bf16['tokens']} predictions).", ""]
+    lines += PPL_HEADER
+    for method in METHODS:
+        lines.append(ppl_row(f"{method} g128", load(f"ppl-unseen-{method}-g128"), bf16))
+    lines.append("")
+
+
+def niah_table(lines):
+    lines += ["| cache | correct | accuracy | heat map |", "|---|---:|---:|---|"]
+    for name in ["bf16"] + [f"{m}-g128" for m in METHODS]:
+        result = load(f"niah-{name}")
+        if result is None:
+            lines.append(f"| {name} | not run | | |")
+            continue
+        lines.append(f"| {name} ({result['kv']}) | {result['correct']} / {result['total']} | "
+                     f"{100 * result['accuracy']:.1f}% | [svg](raw/niah-{name}.svg) |")
+    lines.append("")
+
+
+def attention_error_table(lines):
+    result = load("attn-error-all")
+    if result is None:
+        lines += ["Attention error: not run.", ""]
+        return
+    by_method = {}
+    for row in result["rows"]:
+        by_method.setdefault(row["method"], []).append(row)
+    lines += [f"Over {result['tokens']} tokens of valid.xz; mean over the layers of the relative error "
+              "against the float32 reference (per-layer bars in the figure).", "",
+              "| cache | attention logits | attention outputs |", "|---|---:|---:|"]
+    for method, rows in by_method.items():
+        logits = sum(r["logits"] for r in rows) / len(rows)
+        outputs = sum(r["outputs"] for r in rows) / len(rows)
+        lines.append(f"| {method} | {logits:.4f} | {outputs:.4f} |")
+    lines += ["", "![per-layer attention error](raw/attn-error-all.svg)", ""]
+
+
+def perplexity_figure(bf16):
+    """Grouped bars: perplexity increase over bf16 per method, for the four configurations."""
+    configs = [("g128", ""), ("g64", ""), ("g128", "-noregions"), ("g64", "-noregions")]
+    labels = ["g128", "g64", "g128, no bf16 regions", "g64, no bf16 regions"]
+    values = {}
+    for (group, suffix) in configs:
+        for method in METHODS:
+            r = load(f"ppl-{method}-{group}{suffix}")
+            if r is not None:
+                values[(group + suffix, method)] = paired(r, bf16)
+    if not values:
+        return False
+    top = max(d + se for d, se in values.values()) * 1.1
+    width, height, left, bottom, plot_h = 760, 360, 60, 60, 250
+    group_w = (width - left - 20) / len(configs)
+    bar_w = group_w / (len(METHODS) + 1)
+    y = lambda v: height - bottom - plot_h * v / top
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="12">',
+           f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="14">INT2 KV cache: perplexity increase over bf16 (testbed, valid.xz)</text>']
+    ticks = 5
+    for i in range(ticks + 1):
+        v = top * i / ticks
+        svg.append(f'<line x1="{left}" x2="{width - 20}" y1="{y(v):.1f}" y2="{y(v):.1f}" stroke="#ddd"/>')
+        svg.append(f'<text x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.1f}%</text>')
+    for g, ((group, suffix), label) in enumerate(zip(configs, labels)):
+        x0 = left + g * group_w + bar_w / 2
+        for m, method in enumerate(METHODS):
+            if (group + suffix, method) not in values:
+                continue
+            d, se = values[(group + suffix, method)]
+            x = x0 + m * bar_w
+            svg.append(f'<rect x="{x:.1f}" y="{y(d):.1f}" width="{bar_w * 0.9:.1f}" height="{y(0) - y(d):.1f}" fill="{COLORS[method]}"><title>{method} {label}: {d:+.2f}% ± {se:.2f}%</title></rect>')
+            xc = x + bar_w * 0.45
+            svg.append(f'<line x1="{xc:.1f}" x2="{xc:.1f}" y1="{y(d - se):.1f}" y2="{y(d + se):.1f}" stroke="black"/>')
+        svg.append(f'<text x="{left + g * group_w + group_w / 2:.1f}" y="{height - bottom + 18}" text-anchor="middle">{label}</text>')
+    for m, method in enumerate(METHODS):
+        svg.append(f'<rect x="{left + 10 + m * 110}" y="{height - 24}" width="12" height="12" fill="{COLORS[method]}"/>')
+        svg.append(f'<text x="{left + 28 + m * 110}" y="{height - 14}">{method}</text>')
+    svg.append("</svg>")
+    (OUT / "perplexity.svg").write_text("\n".join(svg) + "\n")
+    return True
+
+
+def main():
+    bf16 = load("ppl-bf16")
+    if bf16 is None:
+        sys.exit(f"{RAW}/ppl-bf16.json: missing; run scripts/results/accuracy_campaign.sh first")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    lines = ["# Accuracy of the INT2 KV cache on the testbed model", "",
+             f"Generated by `scripts/results/make_report.py` from the JSON files in `raw/` "
+             f"(commit {commit}, {date.today()}). CPU backend; every result is deterministic for a "
+             "given build, text and rotations file.", "",
+             "## How to reproduce", "", "```sh",
+             "cmake --build build -j && scripts/results/accuracy_campaign.sh docs/results/raw build/src/cli/oscar",
+             "scripts/results/make_report.py docs/results/raw docs/results", "```", "",
+             "The campaign script holds every command. In short: `oscar calibrate --data models/testbed/calib.xz "
+             "--out rotations.safetensors` (30000 tokens, per-head rotations), then "
+             "`oscar eval ppl --windows 8 --kv-cache-dtype int2 --kv-method M --kv-group-size G "
+             "--kv-scale-format q8 --kv-clip-search [--kv-rotations FILE]` per method, and "
+             "`oscar eval niah --prompts-per-cell 3` (4 context lengths x 5 depths x 2 formats x 3 = 120 prompts).",
+             "All INT2 methods get the same group parameters (q8 scale and zero, 2 bytes per group) and the same "
+             "per-group clip search, so the tables compare the methods, not their parameter storage.", "",
+             "## Perplexity on valid.xz", "", "![perplexity increase](perplexity.svg)", ""]
+    perplexity_figure(bf16)
+    perplexity_tables(lines, bf16)
+    variants_table(lines, bf16)
+    lines += ["## Perplexity on text the testbed never saw", "",
+              "NVIDIA's CUDA runtime headers (`cuda_runtime_api.h`, `driver_types.h`, `cuda.h` of CUDA 13.0): "
+              "English API documentation in C comments; the testbed was trained on other text.", ""]
+    unseen_table(lines)
+    lines += ["## Needle in a haystack", "",
+              "Prompts in the testbed's two formats (models/testbed/README.md) at 1024-4000 tokens and depths "
+              "0-100%, prefilled in bf16, then answered greedily against the quantized cache.", ""]
+    niah_table(lines)
+    lines += ["## Attention error per layer", ""]
+    attention_error_table(lines)
+    calibration = RAW / "rotations.txt"
+    if calibration.exists():
+        lines += ["## Calibration report", "", "```", calibration.read_text().rstrip(), "```", ""]
+    (OUT / "README.md").write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

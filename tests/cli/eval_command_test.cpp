@@ -1,0 +1,135 @@
+// `oscar calibrate` and `oscar eval` as a user runs them: a small calibration, perplexity with the
+// JSON fields scripts read, needle-in-a-haystack and attention-error reports with their figures,
+// OSCAR's defaults, and rotation files that belong to another model refused with a clear error.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "format/safetensors.h"
+#include "oscar_command.h"
+#include "support/test_paths.h"
+#include "util/file_io.h"
+
+namespace oscar {
+namespace {
+
+using testing::CommandResult;
+using testing::run_oscar;
+
+// One small calibration shared by the tests of this file.
+const std::string& rotations_file() {
+  static const std::string path = [] {
+    const std::string out = testing::make_temp_dir("eval-rotations") + "/rotations.safetensors";
+    const CommandResult r = run_oscar("calibrate --data " + testing::testbed_model_dir() +
+                                      "/calib.xz --tokens 2048 --seq-len 1024 --held-out-tokens 256 --out " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    EXPECT_NE(r.stdout_text.find("max |R R^T - I|"), std::string::npos) << r.stdout_text;
+    return out;
+  }();
+  return path;
+}
+
+nlohmann::json parse_json(const std::string& text) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& error) {
+    ADD_FAILURE() << "not JSON: " << error.what() << "\n" << text;
+    return {};
+  }
+}
+
+TEST(EvalCommand, PerplexityJsonHasTheFieldsAndOscarBeatsNaive) {
+  const std::string window = "eval ppl --windows 2 --context 512 --json ";
+  const CommandResult bf16 = run_oscar(window);
+  const CommandResult oscar = run_oscar(window + "--kv-cache-dtype int2 --kv-method oscar --kv-rotations " +
+                                        rotations_file() + " --kv-sink-tokens 16 --kv-recent-tokens 32");
+  const CommandResult naive = run_oscar(window + "--kv-cache-dtype int2 --kv-method naive --kv-sink-tokens 16 "
+                                                 "--kv-recent-tokens 32 --kv-scale-format q8 --kv-clip-search");
+  for (const CommandResult* r : {&bf16, &oscar, &naive}) ASSERT_EQ(r->exit_code, 0) << r->stderr_text;
+  const auto b = parse_json(bf16.stdout_text), o = parse_json(oscar.stdout_text), n = parse_json(naive.stdout_text);
+  for (const char* field : {"ppl", "tokens", "bpe", "bpe_128k", "window_ppl", "kv"}) {
+    EXPECT_TRUE(o.contains(field)) << field << " missing in " << oscar.stdout_text;
+  }
+  EXPECT_EQ(o["tokens"].get<int64_t>(), 2 * 511);
+  EXPECT_EQ(b["bpe"].get<double>(), 16.0);
+  // OSCAR's defaults: q8 group parameters and clip search; 2.14 bits at 128K with groups of 128
+  // and these small bf16 regions (2.16 with the default 64 + 256 tokens).
+  EXPECT_NE(o["kv"].get<std::string>().find("q8 clip search"), std::string::npos) << o["kv"];
+  EXPECT_NEAR(o["bpe_128k"].get<double>(), 2.14, 0.01);
+  EXPECT_GT(o["bpe"].get<double>(), o["bpe_128k"].get<double>());  // short windows: more bf16
+  const double p_bf16 = b["ppl"].get<double>(), p_oscar = o["ppl"].get<double>(), p_naive = n["ppl"].get<double>();
+  EXPECT_GT(p_oscar, p_bf16 * 0.99);
+  EXPECT_LT(p_oscar, p_naive);
+}
+
+TEST(EvalCommand, FixedClipRatiosWhenTheSearchIsOff) {
+  const CommandResult r = run_oscar("eval ppl --windows 1 --context 128 --json --kv-cache-dtype int2 "
+                                    "--kv-method oscar --no-kv-clip-search --kv-scale-format f16 --kv-rotations " +
+                                    rotations_file());
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(parse_json(r.stdout_text)["kv"].get<std::string>().find("f16 clip 0.96/0.92"), std::string::npos)
+      << r.stdout_text;
+}
+
+TEST(EvalCommand, NeedleReportAndHeatMap) {
+  const std::string dir = testing::make_temp_dir("eval-niah");
+  const CommandResult r = run_oscar("eval niah --contexts 384 --depths 0 1 --prompts-per-cell 1 --output " + dir +
+                                    "/niah.json --figure " + dir + "/niah.svg");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const auto report = parse_json(read_file(dir + "/niah.json"));
+  EXPECT_FALSE(report.empty());
+  EXPECT_NE(read_file(dir + "/niah.svg").find("<svg"), std::string::npos);
+  EXPECT_NE(r.stdout_text.find("384"), std::string::npos) << r.stdout_text;
+}
+
+TEST(EvalCommand, AttentionErrorRanksRotationsAboveNaive) {
+  const std::string dir = testing::make_temp_dir("eval-attn");
+  const CommandResult r = run_oscar("eval attn-error --tokens 256 --group-sizes 128 --kv-rotations " +
+                                    rotations_file() + " --output " + dir + "/attn.json --figure " + dir + "/attn.svg");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(read_file(dir + "/attn.svg").find("<svg"), std::string::npos);
+  EXPECT_NE(r.stdout_text.find("oscar g128"), std::string::npos) << r.stdout_text;
+  std::map<std::string, double> mean_output_error;
+  const nlohmann::json report = parse_json(read_file(dir + "/attn.json"));
+  for (const auto& row : report["rows"]) {
+    mean_output_error[row["method"].get<std::string>()] += row["outputs"].get<double>();
+  }
+  ASSERT_TRUE(mean_output_error.contains("oscar g128") && mean_output_error.contains("naive g128"));
+  EXPECT_LT(mean_output_error["oscar g128"], mean_output_error["naive g128"]);
+  EXPECT_LT(mean_output_error["bf16"], mean_output_error["oscar g128"]);
+}
+
+TEST(EvalCommand, RotationsOfAnotherModelAreRefused) {
+  // Same shapes, another config: the file's model hash no longer matches.
+  namespace fs = std::filesystem;
+  const std::string model = testing::make_temp_dir("eval-other-model");
+  for (const char* name : {"tokenizer.json", "model.safetensors", "generation_config.json"}) {
+    fs::copy_file(testing::testbed_model_dir() + "/" + name, model + "/" + name);
+  }
+  auto config = nlohmann::json::parse(read_file(testing::testbed_model_dir() + "/config.json"));
+  config["rms_norm_eps"] = 1e-5;
+  std::ofstream(model + "/config.json") << config.dump(2);
+  const CommandResult r = run_oscar("eval ppl --model " + model + " --windows 1 --context 128 --kv-cache-dtype int2 "
+                                    "--kv-method oscar --kv-rotations " + rotations_file());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find(rotations_file()), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("model"), std::string::npos) << r.stderr_text;
+}
+
+TEST(EvalCommand, TruncatedRotationsFileIsRefused) {
+  const std::string dir = testing::make_temp_dir("eval-truncated");
+  const std::string bytes = read_file(rotations_file());
+  std::ofstream(dir + "/cut.safetensors", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  const CommandResult r = run_oscar("generate --prompt hi --max-tokens 2 --kv-cache-dtype int2 --kv-method oscar "
+                                    "--kv-rotations " + dir + "/cut.safetensors");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("cut.safetensors"), std::string::npos) << r.stderr_text;
+}
+
+}  // namespace
+}  // namespace oscar
