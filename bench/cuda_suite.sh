@@ -2,9 +2,12 @@
 # Runs on the GPU machine (the device tool): builds the CUDA backend, runs the GPU tests with
 # compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
 # Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step]
-#                            [accuracy] [calibrate]
-#   accuracy: the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
-#             CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
+#                            [accuracy] [accuracy-cpu] [calibrate] [serve]
+#   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
+#                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
+#   accuracy-cpu: the CPU reference campaign on this machine's cores, resuming from the results in
+#                 docs/results/raw (ONLY selects jobs), results in logs.tgz under accuracy-cpu/
+#   serve:        oscar bench serve on the testbed, bf16 vs INT2 OSCAR cache in the same pool
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # JSON results go to $OUT (at most 8 files come back); logs stay in $logs.
@@ -39,6 +42,22 @@ for stage in "$@"; do
       cp docs/results/raw/rotations.safetensors "$logs/accuracy-cuda/"  # unseen.txt: from this CUDA install
       DEVICE=cuda scripts/results/accuracy_campaign.sh "$logs/accuracy-cuda" build-gpu/src/cli/oscar 2>&1 | tee "$logs/accuracy.log"
       rm -f "$logs"/accuracy-cuda/*.safetensors "$logs/accuracy-cuda/unseen.txt" ;;
+    accuracy-cpu)
+      mkdir -p "$logs/accuracy-cpu"
+      cp docs/results/raw/* "$logs/accuracy-cpu/"
+      PARALLEL=${PARALLEL:-5} THREADS=${THREADS:-3} scripts/results/accuracy_campaign.sh "$logs/accuracy-cpu" build-gpu/src/cli/oscar 2>&1 | tee "$logs/accuracy-cpu.log"
+      rm -f "$logs"/accuracy-cpu/*.safetensors "$logs/accuracy-cpu/unseen.txt" ;;
+    serve)
+      # One pool of 1 GiB: in bf16 it holds 21 of these 6128-token sequences (8 KiB per token); at
+      # INT2 (bf16 sink, recent window and prefill chunk of each running sequence, the rest at
+      # about 2.2 bits) all 64 of the batch fit.
+      for kv in bf16 int2; do
+        flags=()
+        [[ $kv == int2 ]] && flags=(--kv-cache-dtype int2 --kv-method oscar --kv-rotations docs/results/raw/rotations.safetensors)
+        stdbuf -oL ./build-gpu/src/cli/oscar bench serve --device cuda "${flags[@]}" --kv-pool-gb 1 --max-num-seqs 64 \
+          --num-requests 128 --concurrency 64 --input-len 6000 --output-len 128 \
+          --json "$out/serve-$kv.json" 2>&1 | tee "$logs/serve-$kv.log"
+      done ;;
     calibrate)
       stdbuf -oL ./build-gpu/src/cli/oscar bench calibrate --model qwen3-8b --device cuda --json "$out/calibrate.json" 2>&1 | tee "$logs/calibrate.log" ;;
     kernels)

@@ -2,7 +2,10 @@
 """Turns the accuracy campaign's JSON results (scripts/results/accuracy_campaign.sh) into
 docs/results/README.md and docs/results/perplexity.svg.
 
-    usage: scripts/results/make_report.py [RAW_DIR] [OUT_DIR]
+    usage: scripts/results/make_report.py [RAW_DIR] [OUT_DIR] [CUDA_RAW_DIR]
+
+RAW_DIR holds the CPU backend's results (the reference); CUDA_RAW_DIR, where present, the same
+campaign run on the CUDA backend, shown beside them so the two backends can be compared.
 
 Perplexity is deterministic for a given build, text and rotations file, so the spread reported
 beside each method is the one that decides rankings: the standard error, over the windows, of the
@@ -18,13 +21,18 @@ from pathlib import Path
 
 RAW = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/raw")
 OUT = Path(sys.argv[2] if len(sys.argv) > 2 else "docs/results")
+CUDA_RAW = Path(sys.argv[3] if len(sys.argv) > 3 else "docs/results/raw-cuda")
 METHODS = ["oscar", "quarot", "kivi", "naive"]
 COLORS = {"oscar": "#1b7837", "quarot": "#2166ac", "kivi": "#b2182b", "naive": "#777777"}
 
 
-def load(name):
-    path = RAW / f"{name}.json"
+def load(name, raw=RAW):
+    path = raw / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def load_cuda(name):
+    return load(name, CUDA_RAW)
 
 
 def paired(result, reference):
@@ -37,26 +45,40 @@ def paired(result, reference):
     return delta, 100 * sd / math.sqrt(n)
 
 
-def ppl_row(label, result, reference):
-    if result is None:
-        return f"| {label} | not run | | | |"
+def ppl_cells(result, reference):
+    if result is None or reference is None:
+        return "not run | "
     delta, se = paired(result, reference)
-    return f"| {label} | {result['ppl']:.4f} | {delta:+.2f}% | ±{se:.2f}% | {result['bpe_128k']:.3f} |"
+    return f"{result['ppl']:.4f} | {delta:+.2f}% ±{se:.2f}%"
 
 
-PPL_HEADER = ["| configuration | perplexity | vs bf16 | paired s.e. | bits/element at 128K |",
-              "|---|---:|---:|---:|---:|"]
+def ppl_row(label, name, reference_name="ppl-bf16"):
+    """CPU and CUDA results of one configuration, each against its own backend's bf16 run."""
+    cpu, cuda = load(name), load_cuda(name)
+    bpe = next((r["bpe_128k"] for r in (cpu, cuda) if r is not None), None)
+    agreement = f"{100 * (cuda['ppl'] / cpu['ppl'] - 1):+.3f}%" if cpu and cuda else ""
+    return (f"| {label} | {ppl_cells(cpu, load(reference_name))} | "
+            f"{ppl_cells(cuda, load_cuda(reference_name))} | {agreement} | "
+            f"{'' if bpe is None else f'{bpe:.3f}'} |")
+
+
+PPL_HEADER = ["| configuration | CPU perplexity | CPU vs bf16 ± paired s.e. | CUDA perplexity | "
+              "CUDA vs bf16 ± paired s.e. | CUDA vs CPU | bits/element at 128K |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
 
 
 def perplexity_tables(lines, bf16):
-    lines += [f"bf16 cache: perplexity **{bf16['ppl']:.4f}** over {bf16['windows']} windows of "
-              f"{bf16['context']} tokens ({bf16['tokens']} predictions), 16 bits per element.", ""]
+    cuda = load_cuda("ppl-bf16")
+    lines += [f"bf16 cache: perplexity **{bf16['ppl']:.4f}** on the CPU"
+              + (f", {cuda['ppl']:.4f} on CUDA" if cuda else "")
+              + f", over {bf16['windows']} windows of {bf16['context']} tokens ({bf16['tokens']} "
+              "predictions), 16 bits per element.", ""]
     for regions, suffix, title in [(True, "", "with the bf16 sink (64) and recent window (256)"),
                                    (False, "-noregions", "without them: every token quantized")]:
         lines += [f"#### INT2, {title}", ""] + PPL_HEADER
         for group in (128, 64):
             for method in METHODS:
-                lines.append(ppl_row(f"{method} g{group}", load(f"ppl-{method}-g{group}{suffix}"), bf16))
+                lines.append(ppl_row(f"{method} g{group}", f"ppl-{method}-g{group}{suffix}"))
         lines.append("")
 
 
@@ -67,50 +89,52 @@ def variants_table(lines, bf16):
                         ("oscar-g128-published", "oscar g128 as published (f16 parameters, clip 0.96/0.92)"),
                         ("oscar-g64-published", "oscar g64 as published (f16 parameters, clip 0.96/0.92)"),
                         ("int4-quarot-g128", "INT4 quarot g128")]:
-        lines.append(ppl_row(label, load(f"ppl-{name}"), bf16))
+        lines.append(ppl_row(label, f"ppl-{name}"))
     lines.append("")
 
 
 def unseen_table(lines):
-    bf16 = load("ppl-unseen-bf16")
-    if bf16 is None:
-        lines += ["Unseen text: not run.", ""]
-        return
-    lines += [f"bf16 perplexity on the unseen text: **{bf16['ppl']:.4f}** ({bf16['tokens']} predictions).", ""]
-    lines += PPL_HEADER
+    lines += PPL_HEADER + [ppl_row("bf16", "ppl-unseen-bf16", "ppl-unseen-bf16")]
     for method in METHODS:
-        lines.append(ppl_row(f"{method} g128", load(f"ppl-unseen-{method}-g128"), bf16))
+        lines.append(ppl_row(f"{method} g128", f"ppl-unseen-{method}-g128", "ppl-unseen-bf16"))
     lines.append("")
 
 
+def niah_cells(result, raw_dir, name):
+    if result is None:
+        return "not run | "
+    return (f"{result['correct']} / {result['total']} ({100 * result['accuracy']:.1f}%) | "
+            f"[svg]({raw_dir}/niah-{name}.svg)")
+
+
 def niah_table(lines):
-    lines += ["| cache | correct | accuracy | heat map |", "|---|---:|---:|---|"]
+    lines += ["| cache | CPU correct | CPU heat map | CUDA correct | CUDA heat map |", "|---|---:|---|---:|---|"]
     for name in ["bf16"] + [f"{m}-g128" for m in METHODS]:
-        result = load(f"niah-{name}")
-        if result is None:
-            lines.append(f"| {name} | not run | | |")
-            continue
-        lines.append(f"| {name} ({result['kv']}) | {result['correct']} / {result['total']} | "
-                     f"{100 * result['accuracy']:.1f}% | [svg](raw/niah-{name}.svg) |")
+        cpu, cuda = load(f"niah-{name}"), load_cuda(f"niah-{name}")
+        kv = next((r["kv"] for r in (cpu, cuda) if r is not None), "")
+        lines.append(f"| {name} ({kv}) | {niah_cells(cpu, RAW.name, name)} | "
+                     f"{niah_cells(cuda, CUDA_RAW.name, name)} |")
     lines.append("")
 
 
 def attention_error_table(lines):
-    result = load("attn-error-all")
+    result, raw_dir, backend = load("attn-error-all"), RAW.name, "CPU"
+    if result is None:
+        result, raw_dir, backend = load_cuda("attn-error-all"), CUDA_RAW.name, "CUDA"
     if result is None:
         lines += ["Attention error: not run.", ""]
         return
     by_method = {}
     for row in result["rows"]:
         by_method.setdefault(row["method"], []).append(row)
-    lines += [f"Over {result['tokens']} tokens of valid.xz; mean over the layers of the relative error "
+    lines += [f"{backend} backend, over {result['tokens']} tokens of valid.xz; mean over the layers of the relative error "
               "against the float32 reference (per-layer bars in the figure).", "",
               "| cache | attention logits | attention outputs |", "|---|---:|---:|"]
     for method, rows in by_method.items():
         logits = sum(r["logits"] for r in rows) / len(rows)
         outputs = sum(r["outputs"] for r in rows) / len(rows)
         lines.append(f"| {method} | {logits:.4f} | {outputs:.4f} |")
-    lines += ["", "![per-layer attention error](raw/attn-error-all.svg)", ""]
+    lines += ["", f"![per-layer attention error]({raw_dir}/attn-error-all.svg)", ""]
 
 
 def perplexity_figure(bf16):
@@ -163,11 +187,14 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = ["# Accuracy of the INT2 KV cache on the testbed model", "",
              f"Generated by `scripts/results/make_report.py` from the JSON files in `raw/` "
-             f"(commit {commit}, {date.today()}). CPU backend; every result is deterministic for a "
-             "given build, text and rotations file.", "",
+             f"(commit {commit}, {date.today()}). Each configuration ran on the CPU backend (the reference, "
+             "`raw/`) and on the CUDA backend on an H100 (`raw-cuda/`) with the same rotations file; "
+             "every result is deterministic for a given build, device, text and rotations file.", "",
              "## How to reproduce", "", "```sh",
              "cmake --build build -j && scripts/results/accuracy_campaign.sh docs/results/raw build/src/cli/oscar",
-             "scripts/results/make_report.py docs/results/raw docs/results", "```", "",
+             "# on the GPU machine, with the CPU campaign's rotations file copied into docs/results/raw-cuda/",
+             "DEVICE=cuda scripts/results/accuracy_campaign.sh docs/results/raw-cuda build-gpu/src/cli/oscar",
+             "scripts/results/make_report.py docs/results/raw docs/results docs/results/raw-cuda", "```", "",
              "The campaign script holds every command. In short: `oscar calibrate --data models/testbed/calib.xz "
              "--out rotations.safetensors` (30000 tokens, per-head rotations), then "
              "`oscar eval ppl --windows 8 --kv-cache-dtype int2 --kv-method M --kv-group-size G "

@@ -6,9 +6,11 @@
 // Tolerances (max |gpu - cpu| / max |cpu| over all logits): the GPU multiplies bf16 activations
 // (the CPU float32), which moves logits by about 1e-2 of their range. A 2-bit code is a quarter of
 // its group's range wide, so those small differences round some keys and values to the
-// neighbouring code, and single logits can move by 0.1-0.2 of the range: INT2 caches are held to
-// what the product promises instead, the perplexity of the sequence within 0.5% of the CPU's, with
-// the elementwise bound kept only as a guard against gross errors (a wrong page reads as ~1).
+// neighbouring code, and single logits can move by 0.1-0.2 of the range. INT2 caches are held to
+// what the product promises instead: the perplexity within 1% of the CPU's over 1023 predictions
+// (what one sequence's rounding noise allows; the accuracy campaign, docs/results, holds 32760
+// predictions per configuration within 0.06%), the greedy token wherever the CPU's choice is not a
+// near-tie, and the elementwise bound only as a guard against gross errors (a wrong page reads as ~1).
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "backend/backend.h"
 #include "backend/sequence_runner.h"
@@ -78,8 +81,10 @@ struct FormatCase {
   KvDtype dtype;
   KvMethod method;
   int group;
-  double tolerance;              // max relative logit difference
-  double ppl_tolerance = 0.005;  // |ppl_gpu / ppl_cpu - 1|
+  double tolerance;  // max relative logit difference
+
+  bool two_bit() const { return dtype == KvDtype::int2; }
+  double ppl_tolerance() const { return two_bit() ? 0.01 : 0.005; }  // |ppl_gpu / ppl_cpu - 1|
 };
 
 BackendOptions options_for(const FormatCase& f, DeviceKind device) {
@@ -166,11 +171,11 @@ TEST_P(CudaMatchesCpu, PrefillAndDecodeLogits) {
   auto cpu = make_backend(testbed(), options_for(f, DeviceKind::cpu));
   auto gpu = make_backend(testbed(), options_for(f, DeviceKind::cuda));
   // Past sink + window (64 tokens), so every format quantizes and migrates.
-  const auto tokens = sample_tokens(400);
+  const auto tokens = sample_tokens(1024);
   const auto reference = run_sequence(*cpu, tokens, {.chunk_tokens = 37, .all_logits = true});
   const auto chunked = run_sequence(*gpu, tokens, {.chunk_tokens = 37, .all_logits = true});
   const auto decoded = run_sequence(*gpu, tokens, {.chunk_tokens = 1, .all_logits = true});
-  const auto whole = run_sequence(*gpu, tokens, {.chunk_tokens = 400, .all_logits = true});
+  const auto whole = run_sequence(*gpu, tokens, {.chunk_tokens = 1024, .all_logits = true});
   const int64_t vocab = testbed().config.vocab_size;
   const double chunked_error = max_relative_difference(reference, chunked);
   const double decoded_error = max_relative_difference(reference, decoded);
@@ -187,17 +192,45 @@ TEST_P(CudaMatchesCpu, PrefillAndDecodeLogits) {
   for (const auto* run : {&chunked, &decoded, &whole}) {
     const double ppl_gpu = perplexity(*run, tokens, vocab);
     std::printf("[ %s ] perplexity cpu %.4f gpu %.4f\n", f.name, ppl_cpu, ppl_gpu);
-    EXPECT_NEAR(ppl_gpu / ppl_cpu, 1.0, f.ppl_tolerance);
+    EXPECT_NEAR(ppl_gpu / ppl_cpu, 1.0, f.ppl_tolerance());
   }
 }
 
+// The GPU follows the CPU's greedy path, each step fed the CPU's tokens so one flipped near-tie
+// does not derail the rest: its argmax must be the CPU's token wherever the CPU's top two logits
+// are more than 2% of the row's largest |logit| apart, and be so in at least 3 of 4 steps. Caches
+// that keep ~16 bits must also give the identical free-running continuation.
 TEST_P(CudaMatchesCpu, GreedyContinuation) {
   const FormatCase f = GetParam();
   auto cpu = make_backend(testbed(), options_for(f, DeviceKind::cpu));
   auto gpu = make_backend(testbed(), options_for(f, DeviceKind::cuda));
+  const int64_t vocab = testbed().config.vocab_size;
+  constexpr int kSteps = 32;
   for (const size_t document : {1, 2, 3}) {
     const auto prompt = sample_tokens(120, document);
-    EXPECT_EQ(greedy(*cpu, prompt, 32), greedy(*gpu, prompt, 32)) << f.name << ", document " << document;
+    const auto generated = greedy(*cpu, prompt, kSteps);
+    if (!f.two_bit()) {
+      EXPECT_EQ(generated, greedy(*gpu, prompt, kSteps)) << f.name << ", document " << document;
+    }
+    auto sequence = prompt;
+    sequence.insert(sequence.end(), generated.begin(), generated.end());
+    const auto cpu_rows = run_sequence(*cpu, sequence, {.chunk_tokens = 1, .all_logits = true});
+    const auto gpu_rows = run_sequence(*gpu, sequence, {.chunk_tokens = 1, .all_logits = true});
+    int clear = 0, agreed = 0;
+    for (int i = 0; i < kSteps; ++i) {
+      const size_t row = (prompt.size() - 1 + size_t(i)) * size_t(vocab);
+      std::vector<float> c(cpu_rows.begin() + ptrdiff_t(row), cpu_rows.begin() + ptrdiff_t(row + size_t(vocab)));
+      const auto g = gpu_rows.begin() + ptrdiff_t(row);
+      const int32_t gpu_token = int32_t(std::max_element(g, g + vocab) - g);
+      std::partial_sort(c.begin(), c.begin() + 2, c.end(), std::greater<>());
+      const float largest = std::max(std::abs(c.front()), std::abs(*std::min_element(c.begin(), c.end())));
+      if (c[0] - c[1] <= 0.02f * largest) continue;
+      ++clear;
+      agreed += gpu_token == generated[size_t(i)];
+      EXPECT_EQ(gpu_token, generated[size_t(i)]) << f.name << ", document " << document << ", step " << i;
+    }
+    std::printf("[ %s ] document %zu: %d of %d steps clear, GPU agrees on %d\n", f.name, document, clear, kSteps, agreed);
+    EXPECT_GE(clear, 3 * kSteps / 4) << f.name << ", document " << document;
   }
 }
 
