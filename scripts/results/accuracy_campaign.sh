@@ -9,11 +9,12 @@
 #                DEVICE    cpu (the reference, default) or cuda
 #                PARALLEL  jobs run at once (1); THREADS: CPU threads per job (0: all cores)
 #                ONLY      an extended regular expression: run only the jobs whose names match
+#                NIAH_PROMPTS  needle prompts per format and cell (3: 120 prompts per cache)
 #                LIST=1    print the jobs instead of running them
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [[ ${1:-} != --job ]]; then export CAMPAIGN_OUT=${1:-docs/results/raw} CAMPAIGN_OSCAR=${2:-build/src/cli/oscar}; fi
-export WINDOWS=${WINDOWS:-8} DEVICE=${DEVICE:-cpu} THREADS=${THREADS:-0}
+export WINDOWS=${WINDOWS:-8} DEVICE=${DEVICE:-cpu} THREADS=${THREADS:-0} NIAH_PROMPTS=${NIAH_PROMPTS:-3}
 out=$CAMPAIGN_OUT oscar=$CAMPAIGN_OSCAR
 log() { echo "[$(date +%T)] $*" >&2; }
 
@@ -26,7 +27,7 @@ if [[ ${1:-} == --job ]]; then
   common=(--device "$DEVICE" --threads "$THREADS" --output "$result.partial")
   case $kind in
     ppl) "$oscar" eval ppl --windows "$WINDOWS" "${common[@]}" "$@" > /dev/null ;;
-    niah) "$oscar" eval niah --prompts-per-cell 3 --figure "$out/$kind-$name.svg" "${common[@]}" "$@" > /dev/null ;;
+    niah) "$oscar" eval niah --prompts-per-cell "$NIAH_PROMPTS" --figure "$out/$kind-$name.svg" "${common[@]}" "$@" > /dev/null ;;
     attn-error) "$oscar" eval attn-error --figure "$out/$kind-$name.svg" "${common[@]}" "$@" > /dev/null ;;
   esac
   mv "$result.partial" "$result"  # only complete results count

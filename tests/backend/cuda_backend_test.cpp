@@ -85,6 +85,8 @@ struct FormatCase {
 
   bool two_bit() const { return dtype == KvDtype::int2; }
   double ppl_tolerance() const { return two_bit() ? 0.01 : 0.005; }  // |ppl_gpu / ppl_cpu - 1|
+  // Rows whose argmax agrees; real text has near-ties, and INT2 rounding flips 2-4% of them.
+  double min_argmax_agreement() const { return two_bit() ? 0.95 : 0.99; }
 };
 
 BackendOptions options_for(const FormatCase& f, DeviceKind device) {
@@ -187,7 +189,7 @@ TEST_P(CudaMatchesCpu, PrefillAndDecodeLogits) {
   EXPECT_LE(chunked_error, f.tolerance);
   EXPECT_LE(decoded_error, f.tolerance);
   EXPECT_LE(whole_error, f.tolerance);
-  EXPECT_GE(argmax_agreement(reference, decoded, vocab), 0.97);
+  EXPECT_GE(argmax_agreement(reference, decoded, vocab), f.min_argmax_agreement());
   const double ppl_cpu = perplexity(reference, tokens, vocab);
   for (const auto* run : {&chunked, &decoded, &whole}) {
     const double ppl_gpu = perplexity(*run, tokens, vocab);

@@ -342,8 +342,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{"int2_g128_f16_gqa4", KvDtype::int2, 128, ParamFormat::f16, 4, 5e-3},
                       AttentionCase{"int2_g64_bf16_gqa1", KvDtype::int2, 64, ParamFormat::bf16, 1, 5e-3},
                       AttentionCase{"int2_g32_q8_gqa8", KvDtype::int2, 32, ParamFormat::q8, 8, 5e-3},
+                      AttentionCase{"int2_g128_q8_gqa8", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3},
                       AttentionCase{"int4_g128_f16_gqa4", KvDtype::int4, 128, ParamFormat::f16, 4, 5e-3}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& test_case) { return std::string(test_case.param.name); });
 
 }  // namespace
 }  // namespace oscar::cuda

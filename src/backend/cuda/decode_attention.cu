@@ -22,6 +22,12 @@
 // Any channel order inside a k-tile gives the same dot product, so each lane takes the codes that
 // are 16 bits apart in one 32-bit word (one shift, one lop3 per pair); codes that sit 2 or 4 bits
 // higher are taken unshifted as code * 4 (or * 16), the query divided by the same power of two.
+// INT2 with groups of 64 or 128 channels (the OSCAR configurations) loads a whole 16-token tile of
+// key codes with one ldmatrix and of value codes with one ldmatrix.trans: each lane then holds
+// 16 codes of a token (keys) or 8 channels of two tokens (values) per register, and a k-tile
+// (m-tile) is one lop3 and one subtraction per register, codes 2j bits up taken as code * 4^j. The
+// query is one f16 operand there (2^-11 relative, 8x finer than the bf16 activations it comes from).
+// Other formats keep per-lane word loads (a 32-channel group would split an m-tile's rows).
 #include "backend/cuda/decode_attention.h"
 
 #include <cfloat>
@@ -103,6 +109,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[4], WarpState& state, 
     state.sum[e] = state.sum[e] * correction[e] + s[e] + s[e + 2];
     state.max[e] = new_max;
   }
+  // Past the first tiles the running max rarely grows: skip the 32 multiplies when no column's did.
+  if (!__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) return;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     state.acc[i][0] *= correction[0];
@@ -282,6 +290,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   constexpr float kHighFactor = float(1 << Bits);
   constexpr uint32_t kLowMask = ((1u << Bits) - 1) * 0x00010001u;
   constexpr uint32_t kHighMask = kLowMask << Bits;
+  constexpr bool kMatrixLoads = Bits == 2 && Group >= 64;
   const Lane l = this_lane();
   const AttentionArgs& a = *c.args;
   const PageLayout& layout = a.layout;
@@ -297,19 +306,35 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 
   const float* q = group_queries(c);
   const bool head_exists = l.g < a.group;
-  uint32_t q_high[8][2], q_low[8][2];
-#pragma unroll
-  for (int kt = 0; kt < 8; ++kt) {
-    const int c0 = key_word(kt) * kCodesPerWord + 2 * lane_in_word;
+  uint32_t q_high[8][2], q_low[8][2];  // B operands of the score mma (q_low: word-load path only)
+  if constexpr (kMatrixLoads) {
+    // k-tile 4h + j, lane (g, t): channels 64h + 16t + {j, 8 + j | 4 + j, 12 + j} of head g, / 4^j.
     const float* qg = q + l.g * kHeadDim;
-    const float s = a.score_scale;
-    const float low0 = head_exists ? qg[c0] * s : 0.f;
-    const float low1 = head_exists ? qg[c0 + kHalfWord] * s : 0.f;
-    const float high0 = head_exists ? qg[c0 + 1] * s / kHighFactor : 0.f;
-    const float high1 = head_exists ? qg[c0 + 1 + kHalfWord] * s / kHighFactor : 0.f;
-    split_f16x2(low0, low1, q_high[kt][0], q_low[kt][0]);
-    split_f16x2(high0, high1, q_high[kt][1], q_low[kt][1]);
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const int c0 = 64 * (kt / 4) + 16 * l.t + kt % 4;
+      const float s = a.score_scale / float(1 << (2 * (kt % 4)));
+      q_high[kt][0] = pack_f16x2(head_exists ? qg[c0] * s : 0.f, head_exists ? qg[c0 + 8] * s : 0.f);
+      q_high[kt][1] = pack_f16x2(head_exists ? qg[c0 + 4] * s : 0.f, head_exists ? qg[c0 + 12] * s : 0.f);
+    }
+  } else {
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const int c0 = key_word(kt) * kCodesPerWord + 2 * lane_in_word;
+      const float* qg = q + l.g * kHeadDim;
+      const float s = a.score_scale;
+      const float low0 = head_exists ? qg[c0] * s : 0.f;
+      const float low1 = head_exists ? qg[c0 + kHalfWord] * s : 0.f;
+      const float high0 = head_exists ? qg[c0 + 1] * s / kHighFactor : 0.f;
+      const float high1 = head_exists ? qg[c0 + 1 + kHalfWord] * s / kHighFactor : 0.f;
+      split_f16x2(low0, low1, q_high[kt][0], q_low[kt][0]);
+      split_f16x2(high0, high1, q_high[kt][1], q_low[kt][1]);
+    }
   }
+  // ldmatrix rows: lanes 0-7 tokens 0-7 and 8-15 tokens 8-15 of channels 0-63, lanes 16-31 the
+  // same tokens of channels 64-127 (matrices 0-3 of the x4 load).
+  const uint32_t matrix_row =
+      ((l.lane & 7) + ((l.lane >> 3) & 1) * 8) * Tile::kCodeStride + (l.lane >> 4) * 16;
   // Per-group query sums for this lane's score columns (heads 2t, 2t+1).
   float q_sum[kGroups][2];
 #pragma unroll
@@ -366,19 +391,37 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp)
       group_dot[grp][0] = group_dot[grp][1] = group_dot[grp][2] = group_dot[grp][3] = 0.f;
-    const uint32_t* row_g = reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + l.g * Tile::kCodeStride);
-    const uint32_t* row_g8 = reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + (l.g + 8) * Tile::kCodeStride);
+    if constexpr (kMatrixLoads) {
+      // r[2h]: token g, r[2h + 1]: token g + 8, channels 64h + 16t + i at bits 2i.
+      uint32_t r[4];
+      ldmatrix_x4(r, shared_address(buffer + Tile::kKeyCodes) + matrix_row);
+      const uint32_t up[4] = {r[0] >> 8, r[1] >> 8, r[2] >> 8, r[3] >> 8};
 #pragma unroll
-    for (int kt = 0; kt < 8; ++kt) {
-      const uint32_t x0 = row_g[key_word(kt)] >> key_shift;
-      const uint32_t x1 = row_g8[key_word(kt)] >> key_shift;
-      const uint32_t k[4] = {minus_1024_f16x2(and_or(x0, kLowMask, kMagic)),
-                             minus_1024_f16x2(and_or(x1, kLowMask, kMagic)),
-                             minus_1024_f16x2(and_or(x0, kHighMask, kMagic)),
-                             minus_1024_f16x2(and_or(x1, kHighMask, kMagic))};
-      const int grp = 16 * kt / Group;
-      mma_f16(group_dot[grp], k, q_high[kt]);
-      mma_f16(group_dot[grp], k, q_low[kt]);
+      for (int kt = 0; kt < 8; ++kt) {
+        const int h = kt / 4;
+        const uint32_t mask = (3u << (2 * (kt % 4))) * 0x00010001u;
+        const uint32_t k[4] = {minus_1024_f16x2(and_or(r[2 * h], mask, kMagic)),
+                               minus_1024_f16x2(and_or(r[2 * h + 1], mask, kMagic)),
+                               minus_1024_f16x2(and_or(up[2 * h], mask, kMagic)),
+                               minus_1024_f16x2(and_or(up[2 * h + 1], mask, kMagic))};
+        mma_f16(group_dot[64 * h / Group], k, q_high[kt]);
+      }
+    } else {
+      const uint32_t* row_g = reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + l.g * Tile::kCodeStride);
+      const uint32_t* row_g8 =
+          reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + (l.g + 8) * Tile::kCodeStride);
+#pragma unroll
+      for (int kt = 0; kt < 8; ++kt) {
+        const uint32_t x0 = row_g[key_word(kt)] >> key_shift;
+        const uint32_t x1 = row_g8[key_word(kt)] >> key_shift;
+        const uint32_t k[4] = {minus_1024_f16x2(and_or(x0, kLowMask, kMagic)),
+                               minus_1024_f16x2(and_or(x1, kLowMask, kMagic)),
+                               minus_1024_f16x2(and_or(x0, kHighMask, kMagic)),
+                               minus_1024_f16x2(and_or(x1, kHighMask, kMagic))};
+        const int grp = 16 * kt / Group;
+        mma_f16(group_dot[grp], k, q_high[kt]);
+        mma_f16(group_dot[grp], k, q_low[kt]);
+      }
     }
     const uint8_t* key_params = buffer + Tile::kKeyParams;
     const uint8_t* value_params = buffer + Tile::kValueParams;
@@ -405,6 +448,24 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
       zero_acc[grp][1] = zero_acc[grp][1] * correction[1] + s[1] * p0.zero + s[3] * p1.zero;
       weights[grp][0] = movmatrix_trans(pack_f16x2(s[0] * p0.scale, s[1] * p0.scale));
       weights[grp][1] = movmatrix_trans(pack_f16x2(s[2] * p1.scale, s[3] * p1.scale));
+    }
+    if constexpr (kMatrixLoads) {
+      // x[2h]: tokens 2t, 2t+1 (x[2h + 1]: 2t+8, 2t+9), channels 64h + 8g + i at bits 2i of each
+      // half; m-tile 4h + j: row g is channel 64h + 8g + j, row g+8 channel 64h + 8g + 4 + j.
+      uint32_t x[4];
+      ldmatrix_x4_trans(x, shared_address(buffer + Tile::kValueCodes) + matrix_row);
+      const uint32_t up[4] = {x[0] >> 8, x[1] >> 8, x[2] >> 8, x[3] >> 8};
+#pragma unroll
+      for (int mt = 0; mt < 8; ++mt) {
+        const int h = mt / 4;
+        const uint32_t mask = (3u << (2 * (mt % 4))) * 0x00010001u;
+        const uint32_t v[4] = {minus_1024_f16x2(and_or(x[2 * h], mask, kMagic)),
+                               minus_1024_f16x2(and_or(up[2 * h], mask, kMagic)),
+                               minus_1024_f16x2(and_or(x[2 * h + 1], mask, kMagic)),
+                               minus_1024_f16x2(and_or(up[2 * h + 1], mask, kMagic))};
+        mma_f16(state.acc[mt], v, weights[64 * h / Group]);
+      }
+      return;
     }
     // Output: value codes of tokens 2t, 2t+1 (and 2t+8, 2t+9), paired by one byte permute.
     const unsigned char* value_codes = buffer + Tile::kValueCodes;
@@ -435,6 +496,14 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
     zero_acc[grp][1] = reduce_rows(zero_acc[grp][1]);
   }
   __syncthreads();  // every warp is done with its pool: the pools become the merge area
+  if constexpr (kMatrixLoads) {
+    write_warp_state(
+        l, a.group, state, merge, [&](int i, int half) { return 64 * (i / 4) + 8 * l.g + 4 * half + i % 4; },
+        [&](int i, int half, int e) {
+          return state.acc[i][2 * half + e] / float(1 << (2 * (i % 4))) + zero_acc[64 * (i / 4) / Group][e];
+        });
+    return;
+  }
   const float unscale_low = 1.0f / float(1 << value_bit);
   const float unscale_high = unscale_low / kHighFactor;
   write_warp_state(
