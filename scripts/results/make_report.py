@@ -253,6 +253,10 @@ def main():
              "All INT2 methods get the same group parameters (q8 scale and zero, 2 bytes per group) and the same "
              "per-group clip search, so the tables compare the methods, not their parameter storage.", "",
              ""]
+    for raw in (RAW, CUDA_RAW):
+        source = raw / "SOURCE.txt"
+        if source.exists():
+            lines += [f"`{raw.name}/`: {source.read_text().strip()}", ""]
     target_summary(lines)
     lines += ["## Perplexity on valid.xz", "", "![perplexity increase](perplexity.svg)", ""]
     perplexity_figure(bf16)
