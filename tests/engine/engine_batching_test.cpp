@@ -6,6 +6,7 @@
 
 #include "engine/engine.h"
 #include "model/model_weights.h"
+#include "support/kv_configs.h"
 #include "support/test_paths.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -21,16 +22,6 @@ const ModelWeights& testbed() {
 const Tokenizer& tokenizer() {
   static const Tokenizer t = Tokenizer::load(testing::testbed_model_dir());
   return t;
-}
-
-KvCacheConfig int2_config() {
-  KvCacheConfig kv;
-  kv.dtype = KvDtype::int2;
-  kv.method = KvMethod::quarot;
-  kv.sink_tokens = 8;
-  kv.recent_tokens = 24;
-  kv.page_size_tokens = 16;
-  return kv;
 }
 
 std::unique_ptr<Engine> make_test_engine(KvCacheConfig kv, KvPageCounts capacity, int64_t max_seqs,
@@ -82,11 +73,11 @@ const std::vector<std::string> kPrompts(kAllPrompts.begin(), kAllPrompts.begin()
 TEST(EngineBatching, BatchedRequestsEqualTheSameRequestsAlone) {
   std::vector<Finished> alone;
   for (const auto& prompt : kPrompts) {
-    auto engine = make_test_engine(int2_config(), {64, 64}, 1);
+    auto engine = make_test_engine(testing::small_window_int2(), {64, 64}, 1);
     engine->submit(greedy(prompt, 40));
     alone.push_back(run_all(*engine).begin()->second);
   }
-  auto engine = make_test_engine(int2_config(), {256, 256}, 8, /*chunk=*/5);
+  auto engine = make_test_engine(testing::small_window_int2(), {256, 256}, 8, /*chunk=*/5);
   std::vector<RequestId> ids;
   for (const auto& prompt : kPrompts) ids.push_back(engine->submit(greedy(prompt, 40)));
   const auto together = run_all(*engine);
@@ -103,12 +94,12 @@ TEST(EngineBatching, BatchedRequestsEqualTheSameRequestsAlone) {
 TEST(EngineBatching, ExhaustedPoolPreemptsAndStillFinishesEveryRequest) {
   std::vector<Finished> alone;
   for (const auto& prompt : kPrompts) {
-    auto engine = make_test_engine(int2_config(), {64, 64}, 1);
+    auto engine = make_test_engine(testing::small_window_int2(), {64, 64}, 1);
     engine->submit(greedy(prompt, 60));
     alone.push_back(run_all(*engine).begin()->second);
   }
   // Room for roughly three sequences at a time: the rest wait or are preempted and recomputed.
-  auto engine = make_test_engine(int2_config(), {14, 12}, 8);
+  auto engine = make_test_engine(testing::small_window_int2(), {14, 12}, 8);
   std::vector<RequestId> ids;
   for (const auto& prompt : kPrompts) ids.push_back(engine->submit(greedy(prompt, 60)));
   const auto together = run_all(*engine);
@@ -122,7 +113,7 @@ TEST(EngineBatching, ExhaustedPoolPreemptsAndStillFinishesEveryRequest) {
 }
 
 TEST(EngineBatching, CancelReturnsPagesAndOthersContinue) {
-  auto engine = make_test_engine(int2_config(), {64, 64}, 4);
+  auto engine = make_test_engine(testing::small_window_int2(), {64, 64}, 4);
   const RequestId keep = engine->submit(greedy(kPrompts[0], 30));
   const RequestId drop = engine->submit(greedy(kPrompts[1], 200));
   for (int i = 0; i < 10; ++i) engine->step();
@@ -159,7 +150,7 @@ TEST(EngineBatching, PromptLogprobsAndStops) {
 }
 
 TEST(EngineBatching, RejectsRequestsThatCanNeverRun) {
-  auto engine = make_test_engine(int2_config(), {8, 8}, 2);
+  auto engine = make_test_engine(testing::small_window_int2(), {8, 8}, 2);
   EXPECT_THROW(engine->submit(greedy("hello", 5000)), Error);  // needs more pages than the pool
   GenerationRequest empty;
   EXPECT_THROW(engine->submit(empty), Error);

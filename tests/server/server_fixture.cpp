@@ -35,16 +35,6 @@ std::vector<int32_t> eos_token_ids() {
 
 }  // namespace
 
-KvCacheConfig small_window_int2() {
-  KvCacheConfig kv;
-  kv.dtype = KvDtype::int2;
-  kv.method = KvMethod::quarot;
-  kv.sink_tokens = 8;
-  kv.recent_tokens = 24;
-  kv.page_size_tokens = 16;
-  return kv;
-}
-
 TestServer::TestServer(TestServerOptions options) : api_key_(options.api_key) {
   BackendOptions backend;
   backend.kv = options.kv;

@@ -13,11 +13,9 @@
 #include "kvcache/page_pool.h"
 #include "loadgen/openai_client.h"
 #include "server/background_server.h"
+#include "support/kv_configs.h"
 
 namespace oscar::testing {
-
-// INT2 with a small full-precision sink and window, so that short requests reach quantized pages.
-KvCacheConfig small_window_int2();
 
 struct TestServerOptions {
   KvCacheConfig kv = small_window_int2();
