@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -293,10 +294,15 @@ std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
   if (request_.echo && !sent_role_) text = text_ + text;  // the echoed prompt rides on the first chunk
   const bool first = !sent_role_;
   sent_role_ = true;
+  unsent_tokens_.insert(unsent_tokens_.end(), output.tokens.begin(), output.tokens.end());
+  unsent_logprobs_.insert(unsent_logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
   if (text.empty() && !output.finished && !(first && request_.endpoint == Endpoint::chat_completions)) {
     return std::nullopt;
   }
-  json choice = {{"index", 0}, {"logprobs", logprobs_of(output)}};
+  RequestOutput shown;
+  shown.tokens = std::exchange(unsent_tokens_, {});
+  shown.logprobs = std::exchange(unsent_logprobs_, {});
+  json choice = {{"index", 0}, {"logprobs", logprobs_of(shown)}};
   choice["finish_reason"] = output.finished ? json(finish_reason(output.finish_reason)) : json();
   if (request_.endpoint == Endpoint::completions) {
     choice["text"] = text;

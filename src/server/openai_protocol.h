@@ -69,6 +69,10 @@ class ResponseBuilder {
   std::string text_;
   std::vector<int32_t> tokens_;
   std::vector<float> logprobs_;
+  // Streaming: tokens whose text is still held back (a partial UTF-8 character or a possible stop
+  // string) ride, with their log-probabilities, on the next chunk that shows text.
+  std::vector<int32_t> unsent_tokens_;
+  std::vector<float> unsent_logprobs_;
   FinishReason finish_ = FinishReason::none;
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;

@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "format/safetensors.h"
@@ -21,14 +23,20 @@ namespace {
 using testing::CommandResult;
 using testing::run_oscar;
 
-// One small calibration shared by the tests of this file.
+// One small calibration shared by the tests of this file. CTest runs each test in a process of
+// its own, so the file is kept beside the test binary (one per build tree) and made once: made
+// under a name of this process, then renamed, so that tests running at once never read half a file.
 const std::string& rotations_file() {
   static const std::string path = [] {
-    const std::string out = testing::make_temp_dir("eval-rotations") + "/rotations.safetensors";
+    const auto build_dir = std::filesystem::canonical("/proc/self/exe").parent_path();
+    const std::string out = (build_dir / "eval-command-test-rotations.safetensors").string();
+    if (std::filesystem::exists(out)) return out;
+    const std::string partial = out + "." + std::to_string(::getpid());
     const CommandResult r = run_oscar("calibrate --data " + testing::testbed_model_dir() +
-                                      "/calib.xz --tokens 2048 --seq-len 1024 --held-out-tokens 256 --out " + out);
+                                      "/calib.xz --tokens 2048 --seq-len 1024 --held-out-tokens 256 --out " + partial);
     EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
     EXPECT_NE(r.stdout_text.find("max |R R^T - I|"), std::string::npos) << r.stdout_text;
+    if (r.exit_code == 0) std::filesystem::rename(partial, out);
     return out;
   }();
   return path;

@@ -1,0 +1,55 @@
+// The JSON a streamed request sees: tokens whose text is held back (a partial UTF-8 character, a
+// possible stop string) keep their log-probabilities, which arrive with the next chunk that shows
+// text, so the stream reports every sampled token once, as the non-streamed response does.
+#include <gtest/gtest.h>
+
+#include "server/openai_protocol.h"
+#include "support/test_paths.h"
+#include "tokenizer/tokenizer.h"
+
+namespace oscar::testing {
+namespace {
+
+RequestOutput step(std::vector<int32_t> tokens, std::vector<float> logprobs, std::string text, bool finished = false) {
+  RequestOutput output;
+  output.tokens = std::move(tokens);
+  output.logprobs = std::move(logprobs);
+  output.text = std::move(text);
+  output.finished = finished;
+  if (finished) output.finish_reason = FinishReason::length;
+  output.generated_tokens = 4;
+  return output;
+}
+
+TEST(ResponseBuilder, HeldBackTokensKeepTheirLogprobs) {
+  const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
+  const ServedModel model = make_served_model("testbed", tokenizer, "Qwen3ForCausalLM", {}, 512);
+  for (const Endpoint endpoint : {Endpoint::completions, Endpoint::chat_completions}) {
+    ApiRequest request;
+    request.endpoint = endpoint;
+    request.stream = true;
+    request.logprobs = true;
+    ResponseBuilder builder(request, model);
+    std::vector<float> streamed;
+    auto collect = [&](const std::optional<nlohmann::json>& chunk) {
+      if (!chunk) return;
+      const auto& logprobs = (*chunk)["choices"][0]["logprobs"];
+      if (endpoint == Endpoint::completions) {
+        for (const auto& value : logprobs["token_logprobs"]) streamed.push_back(value.get<float>());
+        EXPECT_EQ(logprobs["tokens"].size(), logprobs["token_logprobs"].size());
+      } else {
+        for (const auto& entry : logprobs["content"]) streamed.push_back(entry["logprob"].get<float>());
+      }
+    };
+    collect(builder.chunk(step({10}, {-0.5f}, "a")));
+    const auto held = builder.chunk(step({11}, {-1.5f}, ""));  // text held back
+    EXPECT_FALSE(held.has_value());
+    collect(held);
+    collect(builder.chunk(step({12}, {-2.5f}, "bc")));
+    collect(builder.chunk(step({13}, {-3.5f}, "d", true)));
+    EXPECT_EQ(streamed, (std::vector<float>{-0.5f, -1.5f, -2.5f, -3.5f})) << int(endpoint);
+  }
+}
+
+}  // namespace
+}  // namespace oscar::testing
