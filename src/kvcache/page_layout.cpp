@@ -94,7 +94,7 @@ KvPageCounts capacity_for_bytes(const KvCacheConfig& config, const PageLayout& l
     pages.full = per_layer / layout.full_page_bytes;
     return pages;
   }
-  pages.full = std::min(per_layer / layout.full_page_bytes,
+  pages.full = std::min(per_layer / 2 / layout.full_page_bytes,
                         num_sequences * full_pages_per_sequence(config, chunk_tokens));
   pages.quantized = (per_layer - pages.full * layout.full_page_bytes) / layout.quantized_page_bytes;
   return pages;

@@ -86,8 +86,9 @@ KvPageCounts capacity_for_sequences(const KvCacheConfig& config, int64_t tokens_
                                     int64_t num_sequences, int64_t chunk_tokens);
 
 // Pool sizes that fill `bytes` over `num_layers` layers: enough full-precision pages for
-// `num_sequences` sequences' sink, recent window and a prefill chunk, the rest quantized (all
-// full-precision when the cache is not quantized).
+// `num_sequences` sequences' sink, recent window and a prefill chunk, but at most half the bytes,
+// the rest quantized (all full-precision when the cache is not quantized). The cap keeps a small
+// pool from having no quantized page at all: its sequences could never leave the recent window.
 KvPageCounts capacity_for_bytes(const KvCacheConfig& config, const PageLayout& layout,
                                 int64_t num_layers, int64_t bytes, int64_t num_sequences,
                                 int64_t chunk_tokens);

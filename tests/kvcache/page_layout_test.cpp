@@ -90,5 +90,21 @@ TEST(ByteAccounting, FootprintCountsSinkWindowAndQuantizedPages) {
   EXPECT_EQ(short_sequence.full, 2);
 }
 
+TEST(ByteAccounting, PoolOfBytesKeepsQuantizedPagesWhenSmall) {
+  KvCacheConfig c = int2_config(128);
+  c.page_size_tokens = 64;
+  const PageLayout layout = make_page_layout(c, 8, 128);
+  // Large: full-precision pages for every sequence's sink, window and chunk, the rest quantized.
+  const KvPageCounts large = capacity_for_bytes(c, layout, 36, int64_t(64) << 30, 16, 512);
+  EXPECT_EQ(large.full, 16 * ((64 + 63) / 64 + (256 + 512 + 63) / 64 + 2));
+  EXPECT_GT(large.quantized, 10 * large.full);
+  // Small: 64 sequences would want all of it in full precision; half stays quantized.
+  const int64_t small_bytes = int64_t(36) * 40 * layout.full_page_bytes;
+  const KvPageCounts small = capacity_for_bytes(c, layout, 36, small_bytes, 64, 512);
+  EXPECT_EQ(small.full, 20);
+  EXPECT_EQ(small.quantized, 20 * layout.full_page_bytes / layout.quantized_page_bytes);
+  EXPECT_LE(bytes_per_layer(small, layout) * 36, small_bytes);
+}
+
 }  // namespace
 }  // namespace oscar
