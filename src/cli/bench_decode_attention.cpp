@@ -24,6 +24,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_step.h"
 #include "backend/cuda/kv_noise.h"
+#include "backend/cuda/q8_scale_table.h"
 #include "quant/group_codec.h"
 #endif
 
@@ -127,10 +128,7 @@ Measured measure(const ModelConfig& model, KvDtype dtype, int64_t context, int64
   check(cudaMemcpy(queries.data(), host_queries.data(), host_queries.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   DeviceBuffer<float> partials(size_t(partial_records * partial_record_floats(group, model.head_dim)));
   DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(q_floats));
-  std::vector<float> scales(256);
-  for (int e = 0; e < 256; ++e) scales[size_t(e)] = q8_scale(e);
-  DeviceBuffer<float> q8(256);
-  check(cudaMemcpy(q8.data(), scales.data(), 256 * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const DeviceBuffer<float> q8 = make_q8_scale_table();
   auto launch = [&](const DeviceStep& step) {
     AttentionArgs args;
     args.layout = layout;
@@ -145,7 +143,7 @@ Measured measure(const ModelConfig& model, KvDtype dtype, int64_t context, int64
     args.partials = partials.data();
     args.num_kv_heads = int(model.num_kv_heads);
     args.group = group;
-    args.score_scale = float(1.4426950408889634 / std::sqrt(double(model.head_dim)));
+    args.score_scale = attention_score_scale(model.head_dim);
     args.q8_scales = q8.data();
     launch_decode_attention(args, resident, nullptr);
     launch_attention_combine(step.combine(), batch, partials.data(), int(model.num_kv_heads), group,

@@ -26,6 +26,7 @@
 #include "backend/cuda/kv_noise.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/q8_scale_table.h"
 #include "backend/cuda/step_plan.h"
 #include "quant/group_codec.h"
 #include "util/half.h"
@@ -296,9 +297,7 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   const auto queries = random_floats(size_t(int64_t(contexts.size()) * q_width), 12, -2.f, 2.f);
   const auto d_queries = to_device(queries);
   DeviceBuffer<float> partials(size_t(plan.partial_records * partial_record_floats(a.query_group, d)));
-  std::vector<float> q8(256);
-  for (int e = 0; e < 256; ++e) q8[size_t(e)] = q8_scale(e);
-  const auto d_q8 = to_device(q8);
+  const DeviceBuffer<float> d_q8 = make_q8_scale_table();
   AttentionArgs args;
   args.layout = layout;
   args.sink_tokens = kv.sink_tokens;
@@ -313,7 +312,7 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   args.partials = partials.data();
   args.num_kv_heads = num_kv_heads;
   args.group = a.query_group;
-  args.score_scale = float(1.4426950408889634 / std::sqrt(double(d)));
+  args.score_scale = attention_score_scale(d);
   args.q8_scales = d_q8.data();
   launch_decode_attention(args, decode_attention_resident_blocks(layout), nullptr);
   DeviceBuffer<__nv_bfloat16> out(size_t(int64_t(contexts.size()) * q_width));

@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <memory>
-#include <numbers>
 #include <optional>
 
 #include "backend/cuda/attention_combine.h"
@@ -21,6 +20,7 @@
 #include "backend/cuda/kv_noise.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/prefill_attention.h"
+#include "backend/cuda/q8_scale_table.h"
 #include "backend/cuda/step_graphs.h"
 #include "model/model_weights.h"
 #include "util/error.h"
@@ -102,11 +102,7 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   weights_ = upload_weights(weights, rotations);
   pages_.emplace(layout_, config_.num_layers, capacity_);
-  std::vector<float> scales(256);
-  for (int e = 0; e < 256; ++e) scales[size_t(e)] = q8_scale(e);
-  q8_scales_.resize(scales.size());
-  check(cudaMemcpy(q8_scales_.data(), scales.data(), 256 * sizeof(float), cudaMemcpyHostToDevice),
-        "cudaMemcpy(q8 scales)");
+  q8_scales_ = make_q8_scale_table();
   gemm_ = std::make_unique<Gemm>(stream_);
   plan_shape_.num_kv_heads = config_.num_kv_heads;
   plan_shape_.group = config_.group_size();
@@ -248,7 +244,7 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
   args.partials = workspace_.partials.data();
   args.num_kv_heads = int(c.num_kv_heads);
   args.group = int(c.group_size());
-  args.score_scale = float(std::numbers::log2e / std::sqrt(double(c.head_dim)));
+  args.score_scale = attention_score_scale(c.head_dim);
   args.q8_scales = q8_scales_.data();
   if (sizes.decode_items) launch_decode_attention(args, decode_grid_, stream_);
   if (sizes.block_items > 0) {
