@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The PyTorch peer of `oscar bench decode-attention`: torch's scaled_dot_product_attention in bf16
 on the same decode shapes (one query token per sequence, GQA with enable_gqa=True, contiguous
-[batch, kv_heads, context, head_dim] keys and values), timed with CUDA events (median), with the
+[batch, kv_heads, context, head_dim] keys and values), timed with CUDA events over calls back to back (median of five runs), with the
 same byte count (K and V read once, queries read, outputs written) and the copy bandwidth measured
 in the same process. Writes {"device", "copy_gbps", "rows": [...]} as JSON."""
 import argparse
@@ -36,15 +36,20 @@ def measure(batch, context, heads, kv_heads, head_dim, iterations):
         k = torch.randn(batch, kv_heads, context, head_dim, dtype=torch.bfloat16, device="cuda")
         v = torch.randn(batch, kv_heads, context, head_dim, dtype=torch.bfloat16, device="cuda")
         sets.append((q, k, v))
+    for i in range(3):
+        q, k, v = sets[i % copies]
+        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    # Calls back to back between two events, like oscar bench decode-attention: the GPU's time per
+    # call, not Python's launch latency. Median over five such runs.
     times = []
-    for i in range(-3, iterations):
-        q, k, v = sets[(i + 3) % copies]
+    for run in range(5):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        for i in range(iterations):
+            q, k, v = sets[(run * iterations + i) % copies]
+            F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
         e.record(); e.synchronize()
-        if i >= 0:
-            times.append(s.elapsed_time(e) * 1e3)
+        times.append(s.elapsed_time(e) * 1e3 / iterations)
     del sets
     torch.cuda.empty_cache()
     times.sort()

@@ -36,15 +36,17 @@ struct BenchDecodeAttentionOptions {
   std::string contexts = "4096,8192,16384,32768,65536,131072";
   std::string batches = "1,8,16,32,64";
   int iterations = 20;
+  std::string scale_format = "f16";  // of the INT2 group parameters
   std::string json_path;
 };
 
 #ifdef OSCAR_HAVE_CUDA
 using namespace oscar::cuda;
 
-KvCacheConfig kv_config_for(KvDtype dtype) {
-  KvCacheConfig kv;  // the defaults: g128, f16 parameters, sink 64, recent 256, 64-token pages
+KvCacheConfig kv_config_for(KvDtype dtype, ParamFormat scale_format) {
+  KvCacheConfig kv;  // the defaults: g128, sink 64, recent 256, 64-token pages
   kv.dtype = dtype;
+  kv.param_format = scale_format;
   kv.method = dtype == KvDtype::bf16 ? KvMethod::naive : KvMethod::quarot;  // the page layout of oscar too
   return kv;
 }
@@ -90,8 +92,7 @@ struct Measured {
   int64_t bytes = 0;
 };
 
-Measured measure(const ModelConfig& model, KvDtype dtype, int64_t context, int64_t batch, int iterations) {
-  const KvCacheConfig kv = kv_config_for(dtype);
+Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t context, int64_t batch, int iterations) {
   const int group = int(model.group_size());
   const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
   const int64_t q_floats = batch * model.num_heads * model.head_dim;
@@ -149,19 +150,21 @@ Measured measure(const ModelConfig& model, KvDtype dtype, int64_t context, int64
     launch_attention_combine(step.combine(), batch, partials.data(), int(model.num_kv_heads), group,
                              int(model.head_dim), out.data(), nullptr, nullptr);
   };
+  // Launches go back to back between two events, as in the decode step's CUDA graph: the time
+  // per launch is the GPU's, not the host's launch latency. Median over five such runs.
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
+  for (int i = 0; i < 3; ++i) launch(*device_steps[size_t(i % copies)]);
   std::vector<double> times;
-  for (int i = -3; i < iterations; ++i) {
-    const DeviceStep& step = *device_steps[size_t((i + 3) % copies)];
+  for (int run = 0; run < 5; ++run) {
     check(cudaEventRecord(start), "cudaEventRecord");
-    launch(step);
+    for (int i = 0; i < iterations; ++i) launch(*device_steps[size_t((run * iterations + i) % copies)]);
     check(cudaEventRecord(stop), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "cudaEventSynchronize");
     float ms = 0;
     check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    if (i >= 0) times.push_back(double(ms) * 1e3);
+    times.push_back(double(ms) * 1e3 / iterations);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -178,13 +181,13 @@ void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
   for (const int64_t context : parse_int_list(o.contexts)) {
     for (const int64_t batch : parse_int_list(o.batches)) {
       for (const KvDtype dtype : {KvDtype::bf16, KvDtype::int2}) {
-        const KvCacheConfig kv = kv_config_for(dtype);
+        const KvCacheConfig kv = kv_config_for(dtype, parse_param_format(o.scale_format));
         const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
         if (double(batch) * double(kv_bytes_read(kv, layout, context)) > 0.6 * double(cuda_free_bytes())) {
           fmt::print("{:>5} {:>8} {:>6}   skipped: the pages do not fit\n", to_string(dtype), context, batch);
           continue;
         }
-        const Measured m = measure(model, dtype, context, batch, o.iterations);
+        const Measured m = measure(model, kv, context, batch, o.iterations);
         const double gbps = double(m.bytes) / (m.time_us * 1e-6) / 1e9;
         fmt::print("{:>5} {:>8} {:>6} {:>11.1f} {:>12} {:>8.0f} {:>5.1f}%\n", to_string(dtype), context, batch,
                    m.time_us, m.bytes, gbps, 100.0 * gbps / gpu.copy_gbps);
@@ -211,6 +214,8 @@ void register_bench_decode_attention(CLI::App& bench) {
   command->add_option("--contexts", options->contexts)->capture_default_str();
   command->add_option("--batches", options->batches)->capture_default_str();
   command->add_option("--iterations", options->iterations)->capture_default_str();
+  command->add_option("--kv-scale-format", options->scale_format, "INT2 group parameters: f16, bf16 or q8")
+      ->capture_default_str();
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_attention(*options); });
 }

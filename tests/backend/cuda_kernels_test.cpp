@@ -191,6 +191,8 @@ struct AttentionCase {
   ParamFormat param_format;
   int query_group;  // query heads per KV head
   double tolerance;
+  int64_t sink_tokens = 64;
+  int page_size_tokens = 64;  // INT2 super-tiles are 64 tokens: other sizes put one across pages
 };
 
 // Reference: float64 softmax(q . k / sqrt(D)) v over the page bytes, dequantized by group_codec.
@@ -261,9 +263,9 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   kv.dtype = a.dtype;
   kv.group_size = a.group_size;
   kv.param_format = a.param_format;
-  kv.sink_tokens = 64;
+  kv.sink_tokens = a.sink_tokens;
   kv.recent_tokens = 256;
-  kv.page_size_tokens = 64;
+  kv.page_size_tokens = a.page_size_tokens;
   const int num_kv_heads = 2, d = 128;
   const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
   const std::vector<int64_t> contexts = {37, 700, 9001};
@@ -342,6 +344,10 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{"int2_g64_bf16_gqa1", KvDtype::int2, 64, ParamFormat::bf16, 1, 5e-3},
                       AttentionCase{"int2_g32_q8_gqa8", KvDtype::int2, 32, ParamFormat::q8, 8, 5e-3},
                       AttentionCase{"int2_g128_q8_gqa8", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3},
+                      AttentionCase{"int2_g128_q8_gqa4_sink4_page48", KvDtype::int2, 128, ParamFormat::q8, 4, 5e-3, 4,
+                                    48},
+                      AttentionCase{"int2_g64_f16_gqa4_sink40_page16", KvDtype::int2, 64, ParamFormat::f16, 4, 5e-3, 40,
+                                    16},
                       AttentionCase{"int4_g128_f16_gqa4", KvDtype::int4, 128, ParamFormat::f16, 4, 5e-3}),
     [](const auto& test_case) { return std::string(test_case.param.name); });
 

@@ -2,8 +2,9 @@
 // single query token: the query at position t reads keys [0, a) and [max(a, b), t] from bf16 pages
 // and [sink, b) from quantized pages (a = min(sink, t + 1), b = quantized_end(t + 1)).
 //
-// Work: one block per (decode item, KV head), persistent over the step's items; the block's four
-// warps take the item's 16-token tiles round-robin, each with its own cp.async pipeline in shared
+// Work: persistent blocks take (decode item, KV head) units in turn from a device counter; the
+// block's four warps take the item's tiles round-robin (16 tokens; 64-token super-tiles for INT2
+// in groups of 64 or 128, see process_int2_item), each with its own cp.async pipeline in shared
 // memory, and merge their softmax states at the end into one partial record (attention_combine.cu
 // merges the splits). All query heads of the GQA group are one mma operand.
 //
@@ -22,15 +23,14 @@
 // Any channel order inside a k-tile gives the same dot product, so each lane takes the codes that
 // are 16 bits apart in one 32-bit word (one shift, one lop3 per pair); codes that sit 2 or 4 bits
 // higher are taken unshifted as code * 4 (or * 16), the query divided by the same power of two.
-// INT2 with groups of 64 or 128 channels (the OSCAR configurations) loads a whole 16-token tile of
-// key codes with one ldmatrix and of value codes with one ldmatrix.trans: each lane then holds
-// 16 codes of a token (keys) or 8 channels of two tokens (values) per register, and a k-tile
-// (m-tile) is one lop3 and one subtraction per register, codes 2j bits up taken as code * 4^j. The
-// query is one f16 operand there (2^-11 relative, 8x finer than the bf16 activations it comes from).
+// INT2 with groups of 64 or 128 channels (the OSCAR configurations) has its own path
+// (process_int2_item): ldmatrix loads of the codes, no subtraction, 64-token super-tiles, the
+// query one f16 operand (2^-11 relative, 8x finer than the bf16 activations it comes from).
 // Other formats keep per-lane word loads (a 32-channel group would split an m-tile's rows).
 #include "backend/cuda/decode_attention.h"
 
 #include <cfloat>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_codec.cuh"
@@ -93,23 +93,34 @@ struct WarpState {
   }
 };
 
-// Scores of one tile (row g: s[0], s[1]; row g+8: s[2], s[3]) become weights; returns the factor
-// that rescales what was accumulated before (2^(old max - new max)) for heads 2t, 2t+1.
-__device__ __forceinline__ void online_softmax(float (&s)[4], WarpState& state, float (&correction)[2]) {
+// Scores of `Tiles` 16-token tiles (tile i, row g: s[i][0], s[i][1]; row g+8: s[i][2], s[i][3])
+// become weights; returns the factor that rescales what was accumulated before
+// (2^(old max - new max)) for heads 2t, 2t+1. `rescale(correction)` applies it to accumulators
+// beyond WarpState's, and runs only when some column's max grew.
+template <int Tiles, typename Rescale>
+__device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& state, float (&correction)[2],
+                                               Rescale rescale) {
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    float tile_max = fmaxf(s[e], s[e + 2]);
+    float tile_max = fmaxf(s[0][e], s[0][e + 2]);
+#pragma unroll
+    for (int i = 1; i < Tiles; ++i) tile_max = fmaxf(tile_max, fmaxf(s[i][e], s[i][e + 2]));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 4));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
     const float new_max = fmaxf(state.max[e], tile_max);  // finite: every tile has a valid key
     correction[e] = exp2f(state.max[e] - new_max);
-    s[e] = exp2f(s[e] - new_max);
-    s[e + 2] = exp2f(s[e + 2] - new_max);
-    state.sum[e] = state.sum[e] * correction[e] + s[e] + s[e + 2];
+    float sum = state.sum[e] * correction[e];
+#pragma unroll
+    for (int i = 0; i < Tiles; ++i) {
+      s[i][e] = exp2f(s[i][e] - new_max);
+      s[i][e + 2] = exp2f(s[i][e + 2] - new_max);
+      sum += s[i][e] + s[i][e + 2];
+    }
+    state.sum[e] = sum;
     state.max[e] = new_max;
   }
-  // Past the first tiles the running max rarely grows: skip the 32 multiplies when no column's did.
+  // Past the first tiles the running max rarely grows: skip the multiplies when no column's did.
   if (!__any_sync(0xffffffffu, correction[0] != 1.0f || correction[1] != 1.0f)) return;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
@@ -118,6 +129,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[4], WarpState& state, 
     state.acc[i][2] *= correction[0];
     state.acc[i][3] *= correction[1];
   }
+  rescale(correction);
+}
+
+// One tile, nothing accumulated beside WarpState.
+__device__ __forceinline__ void online_softmax(float (&s)[4], WarpState& state, float (&correction)[2]) {
+  online_softmax(reinterpret_cast<float(&)[1][4]>(s), state, correction, [](const float(&)[2]) {});
 }
 
 __device__ __forceinline__ float reduce_rows(float value) {
@@ -158,13 +175,14 @@ struct ItemContext {
   DecodeItem item;
   QueryRow row;
   int kv_head;
-  int first_tile;  // position of the item's first 16-token tile
-  int tiles;       // this warp's tiles
+  int first_tile;           // position of the item's first 16-token tile
+  int tiles;                // this warp's tiles
+  const float* q8_scales;   // the q8 scale table, copied to shared memory
 };
 
 __device__ __forceinline__ ItemContext item_context(const AttentionArgs& args, const DecodeItem& item,
                                                     int kv_head, int warp) {
-  ItemContext c{&args, item, args.rows[item.row], kv_head, item.begin & ~(kTileTokens - 1), 0};
+  ItemContext c{&args, item, args.rows[item.row], kv_head, item.begin & ~(kTileTokens - 1), 0, nullptr};
   const int total = (item.end - c.first_tile + kTileTokens - 1) / kTileTokens;
   c.tiles = total > warp ? (total - warp + kWarps - 1) / kWarps : 0;
   return c;
@@ -279,7 +297,7 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
 
 // ---- quantized pages ----------------------------------------------------------------------------
 
-template <int Bits, int Group>
+template <int Bits, int Group, ParamFormat Format>
 __device__ void process_quantized_item(const ItemContext& c, WarpState& state, unsigned char* pool,
                                        float* merge) {
   using Tile = QuantizedTile<Bits, Group>;
@@ -290,11 +308,9 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   constexpr float kHighFactor = float(1 << Bits);
   constexpr uint32_t kLowMask = ((1u << Bits) - 1) * 0x00010001u;
   constexpr uint32_t kHighMask = kLowMask << Bits;
-  constexpr bool kMatrixLoads = Bits == 2 && Group >= 64;
   const Lane l = this_lane();
   const AttentionArgs& a = *c.args;
   const PageLayout& layout = a.layout;
-  const ParamFormat format = layout.param_format;
   const int param_bytes = int(layout.param_bytes);
 
   // Score-side lane mapping: k-tile kt covers channels 16kt..16kt+15; lane t reads word
@@ -306,35 +322,19 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 
   const float* q = group_queries(c);
   const bool head_exists = l.g < a.group;
-  uint32_t q_high[8][2], q_low[8][2];  // B operands of the score mma (q_low: word-load path only)
-  if constexpr (kMatrixLoads) {
-    // k-tile 4h + j, lane (g, t): channels 64h + 16t + {j, 8 + j | 4 + j, 12 + j} of head g, / 4^j.
+  uint32_t q_high[8][2], q_low[8][2];  // B operands of the score mma: f16 high + low
+#pragma unroll
+  for (int kt = 0; kt < 8; ++kt) {
+    const int c0 = key_word(kt) * kCodesPerWord + 2 * lane_in_word;
     const float* qg = q + l.g * kHeadDim;
-#pragma unroll
-    for (int kt = 0; kt < 8; ++kt) {
-      const int c0 = 64 * (kt / 4) + 16 * l.t + kt % 4;
-      const float s = a.score_scale / float(1 << (2 * (kt % 4)));
-      q_high[kt][0] = pack_f16x2(head_exists ? qg[c0] * s : 0.f, head_exists ? qg[c0 + 8] * s : 0.f);
-      q_high[kt][1] = pack_f16x2(head_exists ? qg[c0 + 4] * s : 0.f, head_exists ? qg[c0 + 12] * s : 0.f);
-    }
-  } else {
-#pragma unroll
-    for (int kt = 0; kt < 8; ++kt) {
-      const int c0 = key_word(kt) * kCodesPerWord + 2 * lane_in_word;
-      const float* qg = q + l.g * kHeadDim;
-      const float s = a.score_scale;
-      const float low0 = head_exists ? qg[c0] * s : 0.f;
-      const float low1 = head_exists ? qg[c0 + kHalfWord] * s : 0.f;
-      const float high0 = head_exists ? qg[c0 + 1] * s / kHighFactor : 0.f;
-      const float high1 = head_exists ? qg[c0 + 1 + kHalfWord] * s / kHighFactor : 0.f;
-      split_f16x2(low0, low1, q_high[kt][0], q_low[kt][0]);
-      split_f16x2(high0, high1, q_high[kt][1], q_low[kt][1]);
-    }
+    const float s = a.score_scale;
+    const float low0 = head_exists ? qg[c0] * s : 0.f;
+    const float low1 = head_exists ? qg[c0 + kHalfWord] * s : 0.f;
+    const float high0 = head_exists ? qg[c0 + 1] * s / kHighFactor : 0.f;
+    const float high1 = head_exists ? qg[c0 + 1 + kHalfWord] * s / kHighFactor : 0.f;
+    split_f16x2(low0, low1, q_high[kt][0], q_low[kt][0]);
+    split_f16x2(high0, high1, q_high[kt][1], q_low[kt][1]);
   }
-  // ldmatrix rows: lanes 0-7 tokens 0-7 and 8-15 tokens 8-15 of channels 0-63, lanes 16-31 the
-  // same tokens of channels 64-127 (matrices 0-3 of the x4 load).
-  const uint32_t matrix_row =
-      ((l.lane & 7) + ((l.lane >> 3) & 1) * 8) * Tile::kCodeStride + (l.lane >> 4) * 16;
   // Per-group query sums for this lane's score columns (heads 2t, 2t+1).
   float q_sum[kGroups][2];
 #pragma unroll
@@ -391,45 +391,28 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp)
       group_dot[grp][0] = group_dot[grp][1] = group_dot[grp][2] = group_dot[grp][3] = 0.f;
-    if constexpr (kMatrixLoads) {
-      // r[2h]: token g, r[2h + 1]: token g + 8, channels 64h + 16t + i at bits 2i.
-      uint32_t r[4];
-      ldmatrix_x4(r, shared_address(buffer + Tile::kKeyCodes) + matrix_row);
-      const uint32_t up[4] = {r[0] >> 8, r[1] >> 8, r[2] >> 8, r[3] >> 8};
+    const uint32_t* row_g = reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + l.g * Tile::kCodeStride);
+    const uint32_t* row_g8 =
+        reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + (l.g + 8) * Tile::kCodeStride);
 #pragma unroll
-      for (int kt = 0; kt < 8; ++kt) {
-        const int h = kt / 4;
-        const uint32_t mask = (3u << (2 * (kt % 4))) * 0x00010001u;
-        const uint32_t k[4] = {minus_1024_f16x2(and_or(r[2 * h], mask, kMagic)),
-                               minus_1024_f16x2(and_or(r[2 * h + 1], mask, kMagic)),
-                               minus_1024_f16x2(and_or(up[2 * h], mask, kMagic)),
-                               minus_1024_f16x2(and_or(up[2 * h + 1], mask, kMagic))};
-        mma_f16(group_dot[64 * h / Group], k, q_high[kt]);
-      }
-    } else {
-      const uint32_t* row_g = reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + l.g * Tile::kCodeStride);
-      const uint32_t* row_g8 =
-          reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + (l.g + 8) * Tile::kCodeStride);
-#pragma unroll
-      for (int kt = 0; kt < 8; ++kt) {
-        const uint32_t x0 = row_g[key_word(kt)] >> key_shift;
-        const uint32_t x1 = row_g8[key_word(kt)] >> key_shift;
-        const uint32_t k[4] = {minus_1024_f16x2(and_or(x0, kLowMask, kMagic)),
-                               minus_1024_f16x2(and_or(x1, kLowMask, kMagic)),
-                               minus_1024_f16x2(and_or(x0, kHighMask, kMagic)),
-                               minus_1024_f16x2(and_or(x1, kHighMask, kMagic))};
-        const int grp = 16 * kt / Group;
-        mma_f16(group_dot[grp], k, q_high[kt]);
-        mma_f16(group_dot[grp], k, q_low[kt]);
-      }
+    for (int kt = 0; kt < 8; ++kt) {
+      const uint32_t x0 = row_g[key_word(kt)] >> key_shift;
+      const uint32_t x1 = row_g8[key_word(kt)] >> key_shift;
+      const uint32_t k[4] = {minus_1024_f16x2(and_or(x0, kLowMask, kMagic)),
+                             minus_1024_f16x2(and_or(x1, kLowMask, kMagic)),
+                             minus_1024_f16x2(and_or(x0, kHighMask, kMagic)),
+                             minus_1024_f16x2(and_or(x1, kHighMask, kMagic))};
+      const int grp = 16 * kt / Group;
+      mma_f16(group_dot[grp], k, q_high[kt]);
+      mma_f16(group_dot[grp], k, q_low[kt]);
     }
     const uint8_t* key_params = buffer + Tile::kKeyParams;
     const uint8_t* value_params = buffer + Tile::kValueParams;
     float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
-      const DeviceParams p0 = load_params(key_params + (l.g * kGroups + grp) * param_bytes, format, a.q8_scales);
-      const DeviceParams p1 = load_params(key_params + ((l.g + 8) * kGroups + grp) * param_bytes, format, a.q8_scales);
+      const DeviceParams p0 = load_params<Format>(key_params + (l.g * kGroups + grp) * param_bytes, c.q8_scales);
+      const DeviceParams p1 = load_params<Format>(key_params + ((l.g + 8) * kGroups + grp) * param_bytes, c.q8_scales);
       s[0] += p0.scale * group_dot[grp][0] + p0.zero * q_sum[grp][0];
       s[1] += p0.scale * group_dot[grp][1] + p0.zero * q_sum[grp][1];
       s[2] += p1.scale * group_dot[grp][2] + p1.zero * q_sum[grp][0];
@@ -442,30 +425,12 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
     uint32_t weights[kGroups][2];
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
-      const DeviceParams p0 = load_params(value_params + (l.g * kGroups + grp) * param_bytes, format, a.q8_scales);
-      const DeviceParams p1 = load_params(value_params + ((l.g + 8) * kGroups + grp) * param_bytes, format, a.q8_scales);
+      const DeviceParams p0 = load_params<Format>(value_params + (l.g * kGroups + grp) * param_bytes, c.q8_scales);
+      const DeviceParams p1 = load_params<Format>(value_params + ((l.g + 8) * kGroups + grp) * param_bytes, c.q8_scales);
       zero_acc[grp][0] = zero_acc[grp][0] * correction[0] + s[0] * p0.zero + s[2] * p1.zero;
       zero_acc[grp][1] = zero_acc[grp][1] * correction[1] + s[1] * p0.zero + s[3] * p1.zero;
       weights[grp][0] = movmatrix_trans(pack_f16x2(s[0] * p0.scale, s[1] * p0.scale));
       weights[grp][1] = movmatrix_trans(pack_f16x2(s[2] * p1.scale, s[3] * p1.scale));
-    }
-    if constexpr (kMatrixLoads) {
-      // x[2h]: tokens 2t, 2t+1 (x[2h + 1]: 2t+8, 2t+9), channels 64h + 8g + i at bits 2i of each
-      // half; m-tile 4h + j: row g is channel 64h + 8g + j, row g+8 channel 64h + 8g + 4 + j.
-      uint32_t x[4];
-      ldmatrix_x4_trans(x, shared_address(buffer + Tile::kValueCodes) + matrix_row);
-      const uint32_t up[4] = {x[0] >> 8, x[1] >> 8, x[2] >> 8, x[3] >> 8};
-#pragma unroll
-      for (int mt = 0; mt < 8; ++mt) {
-        const int h = mt / 4;
-        const uint32_t mask = (3u << (2 * (mt % 4))) * 0x00010001u;
-        const uint32_t v[4] = {minus_1024_f16x2(and_or(x[2 * h], mask, kMagic)),
-                               minus_1024_f16x2(and_or(up[2 * h], mask, kMagic)),
-                               minus_1024_f16x2(and_or(x[2 * h + 1], mask, kMagic)),
-                               minus_1024_f16x2(and_or(up[2 * h + 1], mask, kMagic))};
-        mma_f16(state.acc[mt], v, weights[64 * h / Group]);
-      }
-      return;
     }
     // Output: value codes of tokens 2t, 2t+1 (and 2t+8, 2t+9), paired by one byte permute.
     const unsigned char* value_codes = buffer + Tile::kValueCodes;
@@ -496,20 +461,292 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
     zero_acc[grp][1] = reduce_rows(zero_acc[grp][1]);
   }
   __syncthreads();  // every warp is done with its pool: the pools become the merge area
-  if constexpr (kMatrixLoads) {
-    write_warp_state(
-        l, a.group, state, merge, [&](int i, int half) { return 64 * (i / 4) + 8 * l.g + 4 * half + i % 4; },
-        [&](int i, int half, int e) {
-          return state.acc[i][2 * half + e] / float(1 << (2 * (i % 4))) + zero_acc[64 * (i / 4) / Group][e];
-        });
-    return;
-  }
   const float unscale_low = 1.0f / float(1 << value_bit);
   const float unscale_high = unscale_low / kHighFactor;
   write_warp_state(
       l, a.group, state, merge, [&](int i, int half) { return 16 * i + 2 * l.g + half; },
       [&](int i, int half, int e) {
         return state.acc[i][2 * half + e] * (half ? unscale_high : unscale_low) + zero_acc[16 * i / Group][e];
+      });
+}
+
+// ---- INT2 pages, groups of 64 or 128 channels (the OSCAR configurations) ------------------------
+//
+// A warp takes 64-token super-tiles (four 16-token m-tiles) round-robin, so the softmax, the
+// pipeline and the page lookups are paid once per 64 tokens and the four m-tiles' mma chains
+// overlap. Codes come from shared memory through ldmatrix (keys) and ldmatrix.trans (values) and
+// are unpacked without a subtraction: code e of a half-word is moved by one shift to bits 4-5, 6-7
+// or 8-9 and or-ed into the f16 64.0, which reads 64 + c, 64 + 4c or 64 + 16c exactly. The query
+// is divided by that factor, and the constant 64 is taken out per group afterwards: 64 * (sum of
+// the f16 query) for the scores, once per item; 64 * (sum of the f16 weights) for the outputs, by
+// one more mma against ones per m-tile. The constant is at most 64x a code step, so the f32
+// accumulation keeps ~18 bits of the codes' contribution (a 1024 + c magic would keep ~14).
+constexpr int kSuperTokens = 64;
+constexpr uint32_t kMagic64 = 0x54005400u;  // f16x2 (64, 64)
+constexpr uint32_t kOnes = 0x3c003c00u;     // f16x2 (1, 1)
+
+template <int Group, ParamFormat Format>
+struct Int2Tile {
+  static constexpr int kRowBytes = kHeadDim / 4;  // one token's codes
+  static constexpr int kGroups = kHeadDim / Group;
+  static constexpr int kParamBytes = Format == ParamFormat::q8 ? 2 : 4;
+  static constexpr int kMTileCodeBytes = kTileTokens * kRowBytes;               // 512
+  static constexpr int kMTileParamBytes = kTileTokens * kGroups * kParamBytes;  // 32 to 128
+  static constexpr int kKeyCodes = 0;
+  static constexpr int kValueCodes = kSuperTokens * kRowBytes;
+  static constexpr int kKeyParams = 2 * kSuperTokens * kRowBytes;
+  static constexpr int kValueParams = kKeyParams + 4 * kMTileParamBytes;
+  static constexpr int kBytes = kValueParams + 4 * kMTileParamBytes;
+  static constexpr int kStages = kPoolBytes / kBytes;
+  static_assert(kMTileParamBytes % 16 == 0 && kMTileParamBytes <= 16 * 16 && kStages >= 2, "INT2 tile");
+};
+
+// Code rows are 32 bytes; the two 16-byte halves of row r trade places when bit 2 of r is set, so
+// that the eight rows of an ldmatrix hit eight distinct groups of four banks.
+__device__ __forceinline__ uint32_t int2_row_chunk(int row, int chunk) {
+  return row * 32 + ((chunk ^ ((row >> 2) & 1)) << 4);
+}
+
+// Extraction e (0..7) of a register of codes: code e of each half-word (bits 2e) placed at bit
+// 4 + 2 * step(e) of `shifted[source(e)]` = {x << 4, x >> 2, x >> 8}, read as 64 + factor(e) * code.
+__device__ __forceinline__ int extract_step(int e) { return e < 6 ? e % 3 : e - 6; }
+__device__ __forceinline__ float extract_factor(int e) { return float(1 << (2 * extract_step(e))); }
+__device__ __forceinline__ void shift_codes(uint32_t x, uint32_t (&shifted)[3]) {
+  shifted[0] = x << 4;
+  shifted[1] = x >> 2;
+  shifted[2] = x >> 8;
+}
+__device__ __forceinline__ uint32_t extract_codes(const uint32_t (&shifted)[3], int e) {
+  const uint32_t mask = (0x30u << (2 * extract_step(e))) * 0x00010001u;
+  return and_or(shifted[e < 3 ? 0 : e < 6 ? 1 : 2], mask, kMagic64);
+}
+// The two extractions of k-tile (m-tile) 4h + k: (0, 3), (1, 4), (2, 5), (6, 7).
+__device__ __forceinline__ int pair_first(int k) { return k < 3 ? k : 6; }
+__device__ __forceinline__ int pair_second(int k) { return k < 3 ? k + 3 : 7; }
+
+template <int Group, ParamFormat Format>
+__device__ void process_int2_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
+  using Tile = Int2Tile<Group, Format>;
+  constexpr int kGroups = Tile::kGroups;
+  const Lane l = this_lane();
+  const AttentionArgs& a = *c.args;
+  const PageLayout& layout = a.layout;
+  const int page_size = int(layout.page_size_tokens);
+  const int begin = c.item.begin, end = c.item.end;
+  const int first = begin & ~(kSuperTokens - 1);
+  const int super_tiles = (end - first + kSuperTokens - 1) / kSuperTokens;
+  const int count = super_tiles > l.warp ? (super_tiles - l.warp + kWarps - 1) / kWarps : 0;
+  auto position = [&](int j) { return first + (l.warp + j * kWarps) * kSuperTokens; };
+  // m-tile i of super-tile j overlaps [begin, end) (the others are neither loaded nor computed).
+  auto live = [&](int start, int i) { return start + kTileTokens * (i + 1) > begin && start + kTileTokens * i < end; };
+
+  // Score mma B operand: lane (g, t), head g, k-tile 4h + k, channels 64h + 16t + {e1, 8 + e1 | e2,
+  // 8 + e2} (e1, e2 = pair_first(k), pair_second(k)), each divided by its extraction factor; the
+  // sums that take the constant 64 and the zero points out, per group, for head g.
+  const float* qg = group_queries(c) + l.g * kHeadDim;
+  const bool head_exists = l.g < a.group;
+  uint32_t q_b[8][2];
+  float offset_part[kGroups], q_sum_part[kGroups];
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) offset_part[grp] = q_sum_part[grp] = 0.f;
+#pragma unroll
+  for (int kt = 0; kt < 8; ++kt) {
+    const int h = kt / 4, grp = 64 * h / Group;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int e = half ? pair_second(kt % 4) : pair_first(kt % 4);
+      const int ch = 64 * h + 16 * l.t + e;
+      const float x0 = head_exists ? qg[ch] * a.score_scale : 0.f;
+      const float x1 = head_exists ? qg[ch + 8] * a.score_scale : 0.f;
+      q_b[kt][half] = pack_f16x2(x0 / extract_factor(e), x1 / extract_factor(e));
+      const float2 rounded = unpack_f16x2(q_b[kt][half]);
+      offset_part[grp] += 64.f * (rounded.x + rounded.y);
+      q_sum_part[grp] += x0 + x1;
+    }
+  }
+  // Lane (g, t) scores heads 2t and 2t + 1: gather their sums from the lanes holding them.
+  float offset[kGroups][2], q_sum[kGroups][2];
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) {
+    offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 1);
+    offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 2);
+    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 1);
+    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * (2 * l.t + e));
+      q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * (2 * l.t + e));
+    }
+  }
+  float zero_acc[kGroups][2];     // sum of p * value zero point
+  float weight_sum[kGroups][4];   // sum of the f16 weights p * value scale ([0], [1] used)
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) {
+    zero_acc[grp][0] = zero_acc[grp][1] = 0.f;
+    weight_sum[grp][0] = weight_sum[grp][1] = weight_sum[grp][2] = weight_sum[grp][3] = 0.f;
+  }
+
+  // ldmatrix rows: lanes 0-7 tokens 0-7 and 8-15 tokens 8-15 of channels 0-63, lanes 16-31 the
+  // same tokens of channels 64-127 (matrices 0-3 of the x4 load); m-tile i is i * 512 bytes further.
+  const uint32_t matrix_row = int2_row_chunk((l.lane & 7) + ((l.lane >> 3) & 1) * 8, l.lane >> 4);
+  // Copies: lane L takes 16-byte chunk L of an m-tile's 512 bytes of key codes and of value codes;
+  // lanes below 2 * param chunks take one chunk of the key or the value parameters. Offsets inside
+  // a page are 32-bit (a page of 4096 tokens of 64 KV heads is 18 MB).
+  constexpr int kParamChunks = Tile::kMTileParamBytes / 16;
+  constexpr int kParamBytesPerToken = kGroups * Tile::kParamBytes;
+  const int code_row = l.lane >> 1;
+  const uint32_t code_destination = int2_row_chunk(code_row, l.lane & 1);
+  const uint32_t head_codes = uint32_t(c.kv_head * page_size + code_row) * Tile::kRowBytes + (l.lane & 1) * 16;
+  const uint32_t key_codes = uint32_t(layout.key_codes_offset) + head_codes;
+  const uint32_t value_codes = uint32_t(layout.value_codes_offset) + head_codes;
+  const bool copies_params = l.lane < 2 * kParamChunks;
+  const bool copies_value_params = l.lane >= kParamChunks;
+  const uint32_t param_source =
+      copies_value_params
+          ? uint32_t(layout.value_params_offset + c.kv_head * layout.value_param_pairs_per_head * Tile::kParamBytes)
+          : uint32_t(layout.key_params_offset + c.kv_head * layout.key_param_pairs_per_head * Tile::kParamBytes);
+  const uint32_t param_destination =
+      (copies_value_params ? Tile::kValueParams : Tile::kKeyParams) + (l.lane % kParamChunks) * 16;
+  const uint32_t param_chunk_offset = (l.lane % kParamChunks) * 16;
+
+  auto load = [&](int j, unsigned char* buffer) {
+    const int start = position(j);
+    const uint32_t base = shared_address(buffer);
+    int page_index = start / page_size, slot = start - page_index * page_size;
+#pragma unroll
+    for (int i = 0; i < 4; ++i, slot += kTileTokens) {
+      if (slot >= page_size) slot -= page_size, ++page_index;  // pages hold a multiple of 16 tokens
+      if (!live(start, i)) continue;
+      const int32_t id = a.page_table[c.row.page_table + page_index].quantized;
+      const std::byte* page = a.quantized_pages + int64_t(id) * layout.quantized_page_bytes;
+      const uint32_t codes_at = uint32_t(slot) * Tile::kRowBytes;
+      cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination, page + (key_codes + codes_at));
+      cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination, page + (value_codes + codes_at));
+      if (copies_params) {
+        cp_async_16(base + param_destination + i * Tile::kMTileParamBytes,
+                    page + (param_source + uint32_t(slot) * kParamBytesPerToken + param_chunk_offset));
+      }
+    }
+  };
+
+  // Super-tiles inside [begin, end) take a branch-free body, so that the four m-tiles' mma chains
+  // can be interleaved; the first and last ones skip or mask what lies outside.
+  auto compute_super_tile = [&](int start, unsigned char* buffer, auto inside) {
+    constexpr bool kInside = decltype(inside)::value;
+    const uint32_t codes = shared_address(buffer);
+    // Scores of the four m-tiles: rows g, g+8; heads 2t, 2t+1.
+    float s[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      s[i][0] = s[i][1] = s[i][2] = s[i][3] = -INFINITY;
+      if (!kInside && !live(start, i)) continue;
+      // r[2h]: token g, r[2h + 1]: token g + 8; channels 64h + 16t + (0..7 | 8..15) per half-word.
+      uint32_t r[4];
+      ldmatrix_x4(r, codes + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + matrix_row);
+      float dot[kGroups][4];
+#pragma unroll
+      for (int grp = 0; grp < kGroups; ++grp) dot[grp][0] = dot[grp][1] = dot[grp][2] = dot[grp][3] = 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t token_g[3], token_g8[3];
+        shift_codes(r[2 * h], token_g);
+        shift_codes(r[2 * h + 1], token_g8);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const uint32_t ka[4] = {extract_codes(token_g, pair_first(k)), extract_codes(token_g8, pair_first(k)),
+                                  extract_codes(token_g, pair_second(k)), extract_codes(token_g8, pair_second(k))};
+          mma_f16(dot[64 * h / Group], ka, q_b[4 * h + k]);
+        }
+      }
+      const uint8_t* params = buffer + Tile::kKeyParams + i * Tile::kMTileParamBytes;
+      s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+      for (int grp = 0; grp < kGroups; ++grp) {
+        const DeviceParams p0 = load_params<Format>(params + (l.g * kGroups + grp) * Tile::kParamBytes, c.q8_scales);
+        const DeviceParams p1 =
+            load_params<Format>(params + ((l.g + 8) * kGroups + grp) * Tile::kParamBytes, c.q8_scales);
+        s[i][0] += p0.scale * (dot[grp][0] - offset[grp][0]) + p0.zero * q_sum[grp][0];
+        s[i][1] += p0.scale * (dot[grp][1] - offset[grp][1]) + p0.zero * q_sum[grp][1];
+        s[i][2] += p1.scale * (dot[grp][2] - offset[grp][0]) + p1.zero * q_sum[grp][0];
+        s[i][3] += p1.scale * (dot[grp][3] - offset[grp][1]) + p1.zero * q_sum[grp][1];
+      }
+      if (!kInside && (start + kTileTokens * i < begin || start + kTileTokens * (i + 1) > end)) {
+        mask_tile(s[i], start + kTileTokens * i, l.g, begin, end);
+      }
+    }
+    float correction[2];
+    online_softmax(s, state, correction, [&](const float (&f)[2]) {
+#pragma unroll
+      for (int grp = 0; grp < kGroups; ++grp) {
+        zero_acc[grp][0] *= f[0];
+        zero_acc[grp][1] *= f[1];
+        weight_sum[grp][0] *= f[0];
+        weight_sum[grp][1] *= f[1];
+        weight_sum[grp][2] *= f[0];
+        weight_sum[grp][3] *= f[1];
+      }
+    });
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (!kInside && !live(start, i)) continue;
+      // Weights per value group: P * scale as the B operand, P * zero summed on the side.
+      const uint8_t* params = buffer + Tile::kValueParams + i * Tile::kMTileParamBytes;
+      uint32_t weights[kGroups][2];
+#pragma unroll
+      for (int grp = 0; grp < kGroups; ++grp) {
+        const DeviceParams p0 = load_params<Format>(params + (l.g * kGroups + grp) * Tile::kParamBytes, c.q8_scales);
+        const DeviceParams p1 =
+            load_params<Format>(params + ((l.g + 8) * kGroups + grp) * Tile::kParamBytes, c.q8_scales);
+        zero_acc[grp][0] += s[i][0] * p0.zero + s[i][2] * p1.zero;
+        zero_acc[grp][1] += s[i][1] * p0.zero + s[i][3] * p1.zero;
+        weights[grp][0] = movmatrix_trans(pack_f16x2(s[i][0] * p0.scale, s[i][1] * p0.scale));
+        weights[grp][1] = movmatrix_trans(pack_f16x2(s[i][2] * p1.scale, s[i][3] * p1.scale));
+        const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
+        mma_f16(weight_sum[grp], ones, weights[grp]);
+      }
+      // x[2h]: tokens 2t, 2t+1 (x[2h + 1]: 2t+8, 2t+9), channels 64h + 8g + (0..7) per half-word;
+      // m-tile 4h + k: row g is channel 64h + 8g + pair_first(k), row g+8 64h + 8g + pair_second(k).
+      uint32_t x[4];
+      ldmatrix_x4_trans(x, codes + Tile::kValueCodes + Tile::kMTileCodeBytes * i + matrix_row);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        uint32_t tokens_low[3], tokens_high[3];
+        shift_codes(x[2 * h], tokens_low);
+        shift_codes(x[2 * h + 1], tokens_high);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const uint32_t va[4] = {extract_codes(tokens_low, pair_first(k)), extract_codes(tokens_low, pair_second(k)),
+                                  extract_codes(tokens_high, pair_first(k)), extract_codes(tokens_high, pair_second(k))};
+          mma_f16(state.acc[4 * h + k], va, weights[64 * h / Group]);
+        }
+      }
+    }
+  };
+  auto compute = [&](int j, unsigned char* buffer) {
+    const int start = position(j);
+    if (start >= begin && start + kSuperTokens <= end) {
+      compute_super_tile(start, buffer, std::true_type{});
+    } else {
+      compute_super_tile(start, buffer, std::false_type{});
+    }
+  };
+  pipeline<Tile::kStages, Tile::kBytes>(pool, count, load, compute);
+  state.sum[0] = reduce_rows(state.sum[0]);
+  state.sum[1] = reduce_rows(state.sum[1]);
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) {
+    zero_acc[grp][0] = reduce_rows(zero_acc[grp][0]);
+    zero_acc[grp][1] = reduce_rows(zero_acc[grp][1]);
+  }
+  __syncthreads();  // every warp is done with its pool: the pools become the merge area
+  write_warp_state(
+      l, a.group, state, merge,
+      [&](int i, int half) { return 64 * (i / 4) + 8 * l.g + (half ? pair_second(i % 4) : pair_first(i % 4)); },
+      [&](int i, int half, int e) {
+        const int grp = 64 * (i / 4) / Group;
+        const int extraction = half ? pair_second(i % 4) : pair_first(i % 4);
+        return (state.acc[i][2 * half + e] - 64.f * weight_sum[grp][e]) / extract_factor(extraction) +
+               zero_acc[grp][e];
       });
 }
 
@@ -540,53 +777,88 @@ __device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int 
   }
 }
 
-template <int Bits, int Group>
+// Blocks take (item, KV head) units beyond the first wave in turn from work_counter[0];
+// work_counter[1] counts the blocks that are done. One pair per device: launches of this kernel must not overlap, which
+// holds for the backend's single stream (and its graph), the benchmark and the tests.
+__device__ int work_counter[2];
+
+constexpr int kPoolsBytes = kWarps * kPoolBytes;
+constexpr int kSharedBytes = kPoolsBytes + 256 * sizeof(float);  // the pools, then the q8 scale table
+
+// Bits 0: bf16 pages only. Quantized items: INT2 in groups of 64 or 128 channels take the
+// super-tile path, other formats the word-load path.
+template <int Bits, int Group, ParamFormat Format>
 __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const AttentionArgs args) {
   extern __shared__ __align__(16) unsigned char shared[];
   const Lane l = this_lane();
   unsigned char* pool = shared + l.warp * kPoolBytes;
   float* merge = reinterpret_cast<float*>(shared);
+  float* q8_scales = reinterpret_cast<float*>(shared + kPoolsBytes);
+  if constexpr (Bits > 0 && Format == ParamFormat::q8) {
+    for (int i = threadIdx.x; i < 256; i += kThreads) q8_scales[i] = args.q8_scales[i];
+    __syncthreads();
+  }
   const int work_units = args.counts->decode_items * args.num_kv_heads;
-  for (int work = blockIdx.x; work < work_units; work += gridDim.x) {
+  // The first wave takes units blockIdx.x; each later unit is claimed while the current one runs,
+  // so that the atomic's round trip is hidden.
+  __shared__ int next_work;
+  for (int work = blockIdx.x; work < work_units;) {
+    int claimed = 0;
+    if (threadIdx.x == 0) claimed = int(gridDim.x) + atomicAdd(&work_counter[0], 1);
     const DecodeItem item = args.decode_items[work / args.num_kv_heads];
     const int kv_head = work % args.num_kv_heads;
-    const ItemContext context = item_context(args, item, kv_head, l.warp);
+    ItemContext context = item_context(args, item, kv_head, l.warp);
+    context.q8_scales = q8_scales;
     WarpState state;
     state.reset();
     if constexpr (Bits > 0) {
-      if (item.quantized) {
-        process_quantized_item<Bits, Group>(context, state, pool, merge);
-      } else {
+      if (!item.quantized) {
         process_full_item(context, state, pool, merge);
+      } else if constexpr (Bits == 2 && Group >= 64) {
+        process_int2_item<Group, Format>(context, state, pool, merge);
+      } else {
+        process_quantized_item<Bits, Group, Format>(context, state, pool, merge);
       }
     } else {
       process_full_item(context, state, pool, merge);
     }
     __syncthreads();
     merge_warps(args, item, kv_head, merge);
-    __syncthreads();  // the merge area is the next item's pipeline
+    if (threadIdx.x == 0) next_work = claimed;
+    __syncthreads();  // next_work is written; the merge area is the next unit's pipeline
+    work = next_work;
+  }
+  // The last block out resets the counters for the next launch: every other block has taken its
+  // final index by then.
+  if (threadIdx.x == 0 && atomicAdd(&work_counter[1], 1) == int(gridDim.x) - 1) {
+    work_counter[0] = 0;
+    work_counter[1] = 0;
   }
 }
 
 using KernelPointer = void (*)(AttentionArgs);
 
-KernelPointer kernel_for(const PageLayout& layout) {
-  const int group = int(layout.group_size);
-  if (layout.bits == 2) {
-    if (group == 32) return decode_attention_kernel<2, 32>;
-    if (group == 64) return decode_attention_kernel<2, 64>;
-    return decode_attention_kernel<2, 128>;
-  }
-  if (layout.bits == 4) {
-    if (group == 32) return decode_attention_kernel<4, 32>;
-    if (group == 64) return decode_attention_kernel<4, 64>;
-    return decode_attention_kernel<4, 128>;
-  }
-  return decode_attention_kernel<0, 128>;
+template <int Bits, int Group>
+KernelPointer kernel_for_format(ParamFormat format) {
+  if (format == ParamFormat::q8) return decode_attention_kernel<Bits, Group, ParamFormat::q8>;
+  if (format == ParamFormat::bf16) return decode_attention_kernel<Bits, Group, ParamFormat::bf16>;
+  return decode_attention_kernel<Bits, Group, ParamFormat::f16>;
 }
 
-constexpr int kSharedBytes = kWarps * kPoolBytes;
-static_assert(kWarps * kMaxGroup * (kHeadDim + 2) * 4 <= kSharedBytes, "merge area fits the pools");
+template <int Bits>
+KernelPointer kernel_for_group(const PageLayout& layout) {
+  if (layout.group_size == 32) return kernel_for_format<Bits, 32>(layout.param_format);
+  if (layout.group_size == 64) return kernel_for_format<Bits, 64>(layout.param_format);
+  return kernel_for_format<Bits, 128>(layout.param_format);
+}
+
+KernelPointer kernel_for(const PageLayout& layout) {
+  if (layout.bits == 2) return kernel_for_group<2>(layout);
+  if (layout.bits == 4) return kernel_for_group<4>(layout);
+  return decode_attention_kernel<0, 128, ParamFormat::f16>;
+}
+
+static_assert(kWarps * kMaxGroup * (kHeadDim + 2) * 4 <= kPoolsBytes, "merge area fits the pools");
 
 KernelPointer prepared_kernel(const PageLayout& layout) {
   const KernelPointer kernel = kernel_for(layout);

@@ -69,18 +69,24 @@ __device__ inline void store_params(DeviceParams p, ParamFormat format, const fl
   *reinterpret_cast<uint32_t*>(out) = uint32_t(scale_bits) | (uint32_t(zero_bits) << 16);
 }
 
-__device__ __forceinline__ DeviceParams load_params(const uint8_t* in, ParamFormat format,
-                                                    const float* q8_scales) {
-  if (format == ParamFormat::q8) {
-    const float scale = q8_scales[in[0]];
-    return {scale, float(int8_t(in[1])) * scale / 16.0f};
+template <ParamFormat Format>
+__device__ __forceinline__ DeviceParams load_params(const uint8_t* in, const float* q8_scales) {
+  if constexpr (Format == ParamFormat::q8) {
+    const uint32_t pair = *reinterpret_cast<const uint16_t*>(in);
+    const float scale = q8_scales[pair & 0xffu];
+    return {scale, float(int8_t(pair >> 8)) * scale / 16.0f};
   }
   const uint32_t bits = *reinterpret_cast<const uint32_t*>(in);
-  if (format == ParamFormat::f16) {
-    return {__half2float(__ushort_as_half(uint16_t(bits))),
-            __half2float(__ushort_as_half(uint16_t(bits >> 16)))};
+  if constexpr (Format == ParamFormat::f16) {
+    return {__half2float(__ushort_as_half(uint16_t(bits))), __half2float(__ushort_as_half(uint16_t(bits >> 16)))};
   }
   return {__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u)};
+}
+
+__device__ __forceinline__ DeviceParams load_params(const uint8_t* in, ParamFormat format, const float* q8_scales) {
+  if (format == ParamFormat::q8) return load_params<ParamFormat::q8>(in, q8_scales);
+  if (format == ParamFormat::f16) return load_params<ParamFormat::f16>(in, q8_scales);
+  return load_params<ParamFormat::bf16>(in, q8_scales);
 }
 
 __device__ __forceinline__ int code_at(const uint8_t* codes, int index, int bits) {

@@ -14,8 +14,8 @@ namespace oscar::cuda {
 
 // Query rows (token x query head of one KV head) per block of the prefill kernel.
 inline constexpr int64_t kBlockQueryRows = 64;
-// Key positions per tile of the decode kernel (and the alignment of its splits: 4 warps x 16).
-inline constexpr int64_t kDecodeSplitAlignment = 64;
+// Alignment of the decode kernel's splits: its four warps take 64-token super-tiles in turn.
+inline constexpr int64_t kDecodeSplitAlignment = 256;
 
 struct StepPlanShape {
   int64_t num_kv_heads = 0;
@@ -44,8 +44,10 @@ struct StepPlan {
 StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
                         const StepPlanShape& shape);
 
-// Key positions per split: enough splits for about two waves of `resident_blocks`, each split a
-// multiple of kDecodeSplitAlignment between 256 and 4096 positions.
+// Key positions per split: enough splits for about two waves of `resident_blocks` (the decode
+// kernel's blocks take splits as they finish; smaller splits would pay each split's pipeline fill
+// and merge more often, which costs more than it evens out at batch 1), each split a multiple of
+// kDecodeSplitAlignment between 256 and 4096 positions.
 int64_t decode_split_tokens(int64_t total_key_positions, const StepPlanShape& shape);
 
 }  // namespace oscar::cuda
