@@ -43,24 +43,6 @@ struct BenchDecodeAttentionOptions {
 #ifdef OSCAR_HAVE_CUDA
 using namespace oscar::cuda;
 
-KvCacheConfig kv_config_for(KvDtype dtype, ParamFormat scale_format) {
-  KvCacheConfig kv;  // the defaults: g128, sink 64, recent 256, 64-token pages
-  kv.dtype = dtype;
-  kv.param_format = scale_format;
-  kv.method = dtype == KvDtype::bf16 ? KvMethod::naive : KvMethod::quarot;  // the page layout of oscar too
-  return kv;
-}
-
-// Bytes one decode query at position t reads under the decode rule, for all KV heads.
-int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {
-  const int64_t quantized = std::max<int64_t>(0, std::min(quantized_end(kv, t + 1), t + 1) - kv.sink_tokens);
-  const int64_t full = t + 1 - quantized;
-  const int64_t full_token = 2 * layout.head_dim * layout.element_bytes;
-  const int64_t quantized_token =
-      layout.bits == 0 ? 0 : 2 * (layout.code_bytes_per_row + (layout.head_dim / layout.group_size) * layout.param_bytes);
-  return layout.num_kv_heads * (full * full_token + quantized * quantized_token);
-}
-
 // The page tables of `batch` sequences of `context` cached tokens (the new token at position
 // `context`), each logical page given the full and/or quantized page the decode rule reads.
 struct PageSet {
@@ -181,7 +163,7 @@ void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
   for (const int64_t context : parse_int_list(o.contexts)) {
     for (const int64_t batch : parse_int_list(o.batches)) {
       for (const KvDtype dtype : {KvDtype::bf16, KvDtype::int2}) {
-        const KvCacheConfig kv = kv_config_for(dtype, parse_param_format(o.scale_format));
+        const KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format));
         const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
         if (double(batch) * double(kv_bytes_read(kv, layout, context)) > 0.6 * double(cuda_free_bytes())) {
           fmt::print("{:>5} {:>8} {:>6}   skipped: the pages do not fit\n", to_string(dtype), context, batch);

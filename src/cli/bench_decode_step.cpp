@@ -30,26 +30,11 @@ struct BenchDecodeStepOptions {
   std::string batches = "1,4,8";
   int64_t max_batch_context = 0;
   int steps = 12;
+  std::string scale_format = "f16";  // of the INT2 group parameters
   std::string json_path;
 };
 
 #ifdef OSCAR_HAVE_CUDA
-
-KvCacheConfig kv_config_for(KvDtype dtype) {
-  KvCacheConfig kv;  // g128, f16 parameters, sink 64, recent 256, 64-token pages
-  kv.dtype = dtype;
-  kv.method = dtype == KvDtype::bf16 ? KvMethod::naive : KvMethod::quarot;  // quarot: rotated keys, no file
-  return kv;
-}
-
-// Bytes of one layer's pages that the decode rule reads for the query at position t.
-int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {
-  const int64_t quantized = std::max<int64_t>(0, std::min(quantized_end(kv, t + 1), t + 1) - kv.sink_tokens);
-  const int64_t full = t + 1 - quantized;
-  const int64_t quantized_token =
-      layout.bits == 0 ? 0 : 2 * (layout.code_bytes_per_row + layout.head_dim / layout.group_size * layout.param_bytes);
-  return layout.num_kv_heads * (full * 2 * layout.head_dim * layout.element_bytes + quantized * quantized_token);
-}
 
 // Matrix bytes a decode step reads: every layer's projections and the LM head (bf16).
 int64_t matrix_bytes(const ModelConfig& c) {
@@ -130,7 +115,7 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const std::vector<int64_t> contexts = parse_int_list(o.contexts), batches = parse_int_list(o.batches);
   std::vector<nlohmann::json> rows;
   for (const KvDtype dtype : {KvDtype::bf16, KvDtype::int2}) {
-    const KvCacheConfig kv = kv_config_for(dtype);
+    const KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format));
     const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
     // Every page the runs below need, allocated once: the largest (context, batch) that fits.
     const int64_t budget = cuda_free_bytes() - matrix_bytes(config) - config.vocab_size * config.hidden_size * 2 -
@@ -195,6 +180,8 @@ void register_bench_decode_step(CLI::App& bench) {
                       "also time the largest batch that fits at this context")
       ->capture_default_str();
   command->add_option("--steps", options->steps)->capture_default_str();
+  command->add_option("--kv-scale-format", options->scale_format, "INT2 group parameters: f16, bf16 or q8")
+      ->capture_default_str();
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_step(*options); });
 }

@@ -66,6 +66,23 @@ std::vector<int64_t> parse_int_list(const std::string& text) {
   return values;
 }
 
+KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format) {
+  KvCacheConfig kv;
+  kv.dtype = dtype;
+  kv.method = dtype == KvDtype::bf16 ? KvMethod::naive : KvMethod::quarot;
+  kv.param_format = scale_format;
+  return kv;
+}
+
+int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {
+  const int64_t quantized = std::max<int64_t>(0, std::min(quantized_end(kv, t + 1), t + 1) - kv.sink_tokens);
+  const int64_t full = t + 1 - quantized;
+  const int64_t full_token = 2 * layout.head_dim * layout.element_bytes;
+  const int64_t quantized_token =
+      layout.bits == 0 ? 0 : 2 * (layout.code_bytes_per_row + (layout.head_dim / layout.group_size) * layout.param_bytes);
+  return layout.num_kv_heads * (full * full_token + quantized * quantized_token);
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values.empty() ? 0.0 : values[values.size() / 2];

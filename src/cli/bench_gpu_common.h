@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvcache/kv_cache_config.h"
+#include "kvcache/page_layout.h"
 #include "model/model_config.h"
 
 namespace oscar::cli {
@@ -26,6 +28,14 @@ ModelConfig hf_config(const std::string& name);
 std::vector<int64_t> parse_int_list(const std::string& text);  // "4096,8192" -> {4096, 8192}
 
 double median(std::vector<double> values);
+
+// The cache the benchmarks compare: bf16, or INT2 with the page layout of oscar (quarot: rotated
+// keys without a rotations file), g128 with `scale_format` group parameters, sink 64, recent
+// 256, 64-token pages.
+KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format);
+
+// Bytes of one layer's pages that the decode rule reads for the query at position t, all KV heads.
+int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t);
 
 // Writes {"device": ..., "rows": [...]} to `path` when it is not empty.
 void write_rows(const std::string& path, const GpuDescription& gpu, const std::vector<nlohmann::json>& rows);
