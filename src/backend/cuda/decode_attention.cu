@@ -297,6 +297,20 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
 
 // ---- quantized pages ----------------------------------------------------------------------------
 
+// After a quantized item's pipeline: the lanes' sums over their rows become the warp's, and the
+// pools are released (every warp is done with its own) to become the merge area.
+template <int Groups>
+__device__ __forceinline__ void finish_quantized_item(WarpState& state, float (&zero_acc)[Groups][2]) {
+  state.sum[0] = reduce_rows(state.sum[0]);
+  state.sum[1] = reduce_rows(state.sum[1]);
+#pragma unroll
+  for (int grp = 0; grp < Groups; ++grp) {
+    zero_acc[grp][0] = reduce_rows(zero_acc[grp][0]);
+    zero_acc[grp][1] = reduce_rows(zero_acc[grp][1]);
+  }
+  __syncthreads();
+}
+
 template <int Bits, int Group, ParamFormat Format>
 __device__ void process_quantized_item(const ItemContext& c, WarpState& state, unsigned char* pool,
                                        float* merge) {
@@ -453,14 +467,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
     }
   };
   pipeline<Tile::kStages, Tile::kBytes>(pool, c.tiles, load, compute);
-  state.sum[0] = reduce_rows(state.sum[0]);
-  state.sum[1] = reduce_rows(state.sum[1]);
-#pragma unroll
-  for (int grp = 0; grp < kGroups; ++grp) {
-    zero_acc[grp][0] = reduce_rows(zero_acc[grp][0]);
-    zero_acc[grp][1] = reduce_rows(zero_acc[grp][1]);
-  }
-  __syncthreads();  // every warp is done with its pool: the pools become the merge area
+  finish_quantized_item(state, zero_acc);
   const float unscale_low = 1.0f / float(1 << value_bit);
   const float unscale_high = unscale_low / kHighFactor;
   write_warp_state(
@@ -523,6 +530,28 @@ __device__ __forceinline__ uint32_t extract_codes(const uint32_t (&shifted)[3], 
 // The two extractions of k-tile (m-tile) 4h + k: (0, 3), (1, 4), (2, 5), (6, 7).
 __device__ __forceinline__ int pair_first(int k) { return k < 3 ? k : 6; }
 __device__ __forceinline__ int pair_second(int k) { return k < 3 ? k + 3 : 7; }
+
+// The eight tiles of one ldmatrix load of codes: `mma(tile, a)` for tile 4h + k, its A operand
+// from registers r[2h], r[2h + 1] and extractions pair_first(k), pair_second(k). Keys (rows are
+// tokens): the registers are tokens g and g + 8, the extractions the two halves of k. Values
+// (rows are channels): the extractions are rows g and g + 8, the registers the two halves of k.
+template <bool RowsAreTokens, typename Mma>
+__device__ __forceinline__ void for_each_int2_tile(const uint32_t (&r)[4], Mma mma) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    uint32_t first[3], second[3];
+    shift_codes(r[2 * h], first);
+    shift_codes(r[2 * h + 1], second);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int e1 = pair_first(k), e2 = pair_second(k);
+      const uint32_t a[4] = {extract_codes(first, e1), extract_codes(RowsAreTokens ? second : first, RowsAreTokens ? e1 : e2),
+                             extract_codes(RowsAreTokens ? first : second, RowsAreTokens ? e2 : e1),
+                             extract_codes(second, e2)};
+      mma(4 * h + k, a);
+    }
+  }
+}
 
 template <int Group, ParamFormat Format>
 __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
@@ -646,18 +675,7 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
       float dot[kGroups][4];
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) dot[grp][0] = dot[grp][1] = dot[grp][2] = dot[grp][3] = 0.f;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t token_g[3], token_g8[3];
-        shift_codes(r[2 * h], token_g);
-        shift_codes(r[2 * h + 1], token_g8);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const uint32_t ka[4] = {extract_codes(token_g, pair_first(k)), extract_codes(token_g8, pair_first(k)),
-                                  extract_codes(token_g, pair_second(k)), extract_codes(token_g8, pair_second(k))};
-          mma_f16(dot[64 * h / Group], ka, q_b[4 * h + k]);
-        }
-      }
+      for_each_int2_tile<true>(r, [&](int kt, const uint32_t(&ka)[4]) { mma_f16(dot[16 * kt / Group], ka, q_b[kt]); });
       const uint8_t* params = buffer + Tile::kKeyParams + i * Tile::kMTileParamBytes;
       s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
@@ -708,18 +726,8 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
       // m-tile 4h + k: row g is channel 64h + 8g + pair_first(k), row g+8 64h + 8g + pair_second(k).
       uint32_t x[4];
       ldmatrix_x4_trans(x, codes + Tile::kValueCodes + Tile::kMTileCodeBytes * i + matrix_row);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t tokens_low[3], tokens_high[3];
-        shift_codes(x[2 * h], tokens_low);
-        shift_codes(x[2 * h + 1], tokens_high);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-          const uint32_t va[4] = {extract_codes(tokens_low, pair_first(k)), extract_codes(tokens_low, pair_second(k)),
-                                  extract_codes(tokens_high, pair_first(k)), extract_codes(tokens_high, pair_second(k))};
-          mma_f16(state.acc[4 * h + k], va, weights[64 * h / Group]);
-        }
-      }
+      for_each_int2_tile<false>(
+          x, [&](int mt, const uint32_t(&va)[4]) { mma_f16(state.acc[mt], va, weights[16 * mt / Group]); });
     }
   };
   auto compute = [&](int j, unsigned char* buffer) {
@@ -731,14 +739,7 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
     }
   };
   pipeline<Tile::kStages, Tile::kBytes>(pool, count, load, compute);
-  state.sum[0] = reduce_rows(state.sum[0]);
-  state.sum[1] = reduce_rows(state.sum[1]);
-#pragma unroll
-  for (int grp = 0; grp < kGroups; ++grp) {
-    zero_acc[grp][0] = reduce_rows(zero_acc[grp][0]);
-    zero_acc[grp][1] = reduce_rows(zero_acc[grp][1]);
-  }
-  __syncthreads();  // every warp is done with its pool: the pools become the merge area
+  finish_quantized_item(state, zero_acc);
   write_warp_state(
       l, a.group, state, merge,
       [&](int i, int half) { return 64 * (i / 4) + 8 * l.g + (half ? pair_second(i % 4) : pair_first(i % 4)); },
