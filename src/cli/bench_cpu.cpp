@@ -11,6 +11,7 @@
 #include "kvcache/page_layout.h"
 #include "util/error.h"
 #include "util/file_io.h"
+#include "util/statistics.h"
 
 namespace oscar::cli {
 namespace {
@@ -43,11 +44,6 @@ Rates measure_once(const ModelSession& session, const std::vector<int32_t>& prom
   while (!engine->idle()) engine->step();
   const EngineCounters& c = engine->counters();
   return {double(c.prefill_only_tokens) / c.prefill_seconds, double(c.decode_only_tokens) / c.decode_seconds};
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 void run_bench_cpu(const BenchCpuOptions& o) {

@@ -6,6 +6,7 @@
 #include "cli/model_options.h"
 #include "util/error.h"
 #include "util/file_io.h"
+#include "util/statistics.h"
 
 #ifdef OSCAR_HAVE_CUDA
 #include "backend/cuda/device_buffer.h"
@@ -81,11 +82,6 @@ int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t
   const int64_t quantized_token =
       layout.bits == 0 ? 0 : 2 * (layout.code_bytes_per_row + (layout.head_dim / layout.group_size) * layout.param_bytes);
   return layout.num_kv_heads * (full * full_token + quantized * quantized_token);
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0.0 : values[values.size() / 2];
 }
 
 void write_rows(const std::string& path, const GpuDescription& gpu, const std::vector<nlohmann::json>& rows) {

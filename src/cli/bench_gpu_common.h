@@ -10,6 +10,7 @@
 #include "kvcache/kv_cache_config.h"
 #include "kvcache/page_layout.h"
 #include "model/model_config.h"
+#include "util/statistics.h"
 
 namespace oscar::cli {
 
@@ -26,8 +27,6 @@ GpuDescription describe_gpu();
 ModelConfig hf_config(const std::string& name);
 
 std::vector<int64_t> parse_int_list(const std::string& text);  // "4096,8192" -> {4096, 8192}
-
-double median(std::vector<double> values);
 
 // The cache the benchmarks compare: bf16, or INT2 with the page layout of oscar (quarot: rotated
 // keys without a rotations file), g128 with `scale_format` group parameters, sink 64, recent
