@@ -8,6 +8,8 @@
 #include <map>
 #include <sstream>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -24,19 +26,24 @@ using testing::CommandResult;
 using testing::run_oscar;
 
 // One small calibration shared by the tests of this file. CTest runs each test in a process of
-// its own, so the file is kept beside the test binary (one per build tree) and made once: made
-// under a name of this process, then renamed, so that tests running at once never read half a file.
+// its own, so the file is kept beside the test binary (one per build tree) and made once: tests
+// that start together wait on a lock for the first one's file instead of each calibrating, and
+// it is made under a name of this process, then renamed, so that no test reads half a file.
 const std::string& rotations_file() {
   static const std::string path = [] {
     const auto build_dir = std::filesystem::canonical("/proc/self/exe").parent_path();
     const std::string out = (build_dir / "eval-command-test-rotations.safetensors").string();
-    if (std::filesystem::exists(out)) return out;
-    const std::string partial = out + "." + std::to_string(::getpid());
-    const CommandResult r = run_oscar("calibrate --data " + testing::testbed_model_dir() +
-                                      "/calib.xz --tokens 2048 --seq-len 1024 --held-out-tokens 256 --out " + partial);
-    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
-    EXPECT_NE(r.stdout_text.find("max |R R^T - I|"), std::string::npos) << r.stdout_text;
-    if (r.exit_code == 0) std::filesystem::rename(partial, out);
+    const int lock = ::open((out + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (lock >= 0) ::flock(lock, LOCK_EX);
+    if (!std::filesystem::exists(out)) {
+      const std::string partial = out + "." + std::to_string(::getpid());
+      const CommandResult r = run_oscar("calibrate --data " + testing::testbed_model_dir() +
+                                        "/calib.xz --tokens 2048 --seq-len 1024 --held-out-tokens 256 --out " + partial);
+      EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+      EXPECT_NE(r.stdout_text.find("max |R R^T - I|"), std::string::npos) << r.stdout_text;
+      if (r.exit_code == 0) std::filesystem::rename(partial, out);
+    }
+    if (lock >= 0) ::close(lock);  // releases the lock
     return out;
   }();
   return path;
