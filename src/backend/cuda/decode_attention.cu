@@ -175,22 +175,28 @@ struct ItemContext {
   DecodeItem item;
   QueryRow row;
   int kv_head;
-  int first_tile;           // position of the item's first 16-token tile
-  int tiles;                // this warp's tiles
-  const float* q8_scales;   // the q8 scale table, copied to shared memory
+  const float* q8_scales;  // the q8 scale table, copied to shared memory
 };
 
 __device__ __forceinline__ ItemContext item_context(const AttentionArgs& args, const DecodeItem& item,
-                                                    int kv_head, int warp) {
-  ItemContext c{&args, item, args.rows[item.row], kv_head, item.begin & ~(kTileTokens - 1), 0, nullptr};
-  const int total = (item.end - c.first_tile + kTileTokens - 1) / kTileTokens;
-  c.tiles = total > warp ? (total - warp + kWarps - 1) / kWarps : 0;
-  return c;
+                                                    int kv_head, const float* q8_scales) {
+  return {&args, item, args.rows[item.row], kv_head, q8_scales};
 }
 
-__device__ __forceinline__ int tile_position(const ItemContext& c, int warp, int j) {
-  return c.first_tile + (warp + j * kWarps) * kTileTokens;
-}
+// A warp's share of an item in tiles of `Tokens` positions aligned to `Tokens`: tiles warp,
+// warp + kWarps, ... of those that overlap [begin, end).
+template <int Tokens>
+struct WarpTiles {
+  int first;  // position of the item's first tile
+  int warp;
+  int count;  // this warp's tiles
+
+  __device__ WarpTiles(const DecodeItem& item, int w) : first(item.begin & ~(Tokens - 1)), warp(w) {
+    const int total = (item.end - first + Tokens - 1) / Tokens;
+    count = total > warp ? (total - warp + kWarps - 1) / kWarps : 0;
+  }
+  __device__ int position(int j) const { return first + (warp + j * kWarps) * Tokens; }
+};
 
 __device__ __forceinline__ const float* group_queries(const ItemContext& c) {
   const AttentionArgs& a = *c.args;
@@ -224,6 +230,7 @@ __device__ __forceinline__ void write_warp_state(const Lane& l, int group, const
 
 __device__ void process_full_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
   const Lane l = this_lane();
+  const WarpTiles<kTileTokens> tiles(c.item, l.warp);
   const AttentionArgs& a = *c.args;
   const PageLayout& layout = a.layout;
   // B operand of the score mma: query[head g][channels 16kt + 2t, +1 | +8, +9], bf16 high + low.
@@ -239,7 +246,7 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
                  q_low[kt][1]);
   }
   auto load = [&](int j, unsigned char* buffer) {
-    const int start = tile_position(c, l.warp, j);
+    const int start = tiles.position(j);
     const PageIds ids = a.page_table[c.row.page_table + start / layout.page_size_tokens];
     const std::byte* page = a.full_pages + int64_t(ids.full) * layout.full_page_bytes;
     const int slot = start % layout.page_size_tokens;
@@ -267,7 +274,7 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
       mma_bf16(s, k, q_high[kt]);
       mma_bf16(s, k, q_low[kt]);
     }
-    mask_tile(s, tile_position(c, l.warp, j), l.g, c.item.begin, c.item.end);
+    mask_tile(s, tiles.position(j), l.g, c.item.begin, c.item.end);
     float correction[2];
     online_softmax(s, state, correction);
     uint32_t p_high[2], p_low[2], h, lo;
@@ -286,7 +293,7 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
       mma_bf16(state.acc[mt], v, p_low);
     }
   };
-  pipeline<kFullStages, kFullTileBytes>(pool, c.tiles, load, compute);
+  pipeline<kFullStages, kFullTileBytes>(pool, tiles.count, load, compute);
   state.sum[0] = reduce_rows(state.sum[0]);
   state.sum[1] = reduce_rows(state.sum[1]);
   __syncthreads();  // every warp is done with its pool: the pools become the merge area
@@ -323,6 +330,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   constexpr uint32_t kLowMask = ((1u << Bits) - 1) * 0x00010001u;
   constexpr uint32_t kHighMask = kLowMask << Bits;
   const Lane l = this_lane();
+  const WarpTiles<kTileTokens> tiles(c.item, l.warp);
   const AttentionArgs& a = *c.args;
   const PageLayout& layout = a.layout;
   const int param_bytes = int(layout.param_bytes);
@@ -375,7 +383,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   const uint32_t value_mask_high = value_mask_low << Bits;
 
   auto load = [&](int j, unsigned char* buffer) {
-    const int start = tile_position(c, l.warp, j);
+    const int start = tiles.position(j);
     const PageIds ids = a.page_table[c.row.page_table + start / layout.page_size_tokens];
     const std::byte* page = a.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
     const int slot = start % layout.page_size_tokens;
@@ -432,7 +440,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
       s[2] += p1.scale * group_dot[grp][2] + p1.zero * q_sum[grp][0];
       s[3] += p1.scale * group_dot[grp][3] + p1.zero * q_sum[grp][1];
     }
-    mask_tile(s, tile_position(c, l.warp, j), l.g, c.item.begin, c.item.end);
+    mask_tile(s, tiles.position(j), l.g, c.item.begin, c.item.end);
     float correction[2];
     online_softmax(s, state, correction);
     // Weights per value group: P * scale as the B operand, P * zero summed on the side.
@@ -466,7 +474,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
       mma_f16(state.acc[mt], v, weights[16 * mt / Group]);
     }
   };
-  pipeline<Tile::kStages, Tile::kBytes>(pool, c.tiles, load, compute);
+  pipeline<Tile::kStages, Tile::kBytes>(pool, tiles.count, load, compute);
   finish_quantized_item(state, zero_acc);
   const float unscale_low = 1.0f / float(1 << value_bit);
   const float unscale_high = unscale_low / kHighFactor;
@@ -562,10 +570,7 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
   const PageLayout& layout = a.layout;
   const int page_size = int(layout.page_size_tokens);
   const int begin = c.item.begin, end = c.item.end;
-  const int first = begin & ~(kSuperTokens - 1);
-  const int super_tiles = (end - first + kSuperTokens - 1) / kSuperTokens;
-  const int count = super_tiles > l.warp ? (super_tiles - l.warp + kWarps - 1) / kWarps : 0;
-  auto position = [&](int j) { return first + (l.warp + j * kWarps) * kSuperTokens; };
+  const WarpTiles<kSuperTokens> tiles(c.item, l.warp);
   // m-tile i of super-tile j overlaps [begin, end) (the others are neither loaded nor computed).
   auto live = [&](int start, int i) { return start + kTileTokens * (i + 1) > begin && start + kTileTokens * i < end; };
 
@@ -639,7 +644,7 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
   const uint32_t param_chunk_offset = (l.lane % kParamChunks) * 16;
 
   auto load = [&](int j, unsigned char* buffer) {
-    const int start = position(j);
+    const int start = tiles.position(j);
     const uint32_t base = shared_address(buffer);
     int page_index = start / page_size, slot = start - page_index * page_size;
 #pragma unroll
@@ -731,14 +736,14 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
     }
   };
   auto compute = [&](int j, unsigned char* buffer) {
-    const int start = position(j);
+    const int start = tiles.position(j);
     if (start >= begin && start + kSuperTokens <= end) {
       compute_super_tile(start, buffer, std::true_type{});
     } else {
       compute_super_tile(start, buffer, std::false_type{});
     }
   };
-  pipeline<Tile::kStages, Tile::kBytes>(pool, count, load, compute);
+  pipeline<Tile::kStages, Tile::kBytes>(pool, tiles.count, load, compute);
   finish_quantized_item(state, zero_acc);
   write_warp_state(
       l, a.group, state, merge,
@@ -779,8 +784,9 @@ __device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int 
 }
 
 // Blocks take (item, KV head) units beyond the first wave in turn from work_counter[0];
-// work_counter[1] counts the blocks that are done. One pair per device: launches of this kernel must not overlap, which
-// holds for the backend's single stream (and its graph), the benchmark and the tests.
+// work_counter[1] counts the blocks that are done. One pair per device: launches of this kernel
+// must not overlap, which holds for the backend's single stream (and its graph), the benchmark
+// and the tests.
 __device__ int work_counter[2];
 
 constexpr int kPoolsBytes = kWarps * kPoolBytes;
@@ -808,8 +814,7 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
     if (threadIdx.x == 0) claimed = int(gridDim.x) + atomicAdd(&work_counter[0], 1);
     const DecodeItem item = args.decode_items[work / args.num_kv_heads];
     const int kv_head = work % args.num_kv_heads;
-    ItemContext context = item_context(args, item, kv_head, l.warp);
-    context.q8_scales = q8_scales;
+    const ItemContext context = item_context(args, item, kv_head, q8_scales);
     WarpState state;
     state.reset();
     if constexpr (Bits > 0) {

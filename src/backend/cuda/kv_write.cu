@@ -12,16 +12,14 @@ namespace {
 constexpr int kHeadDim = 128;
 constexpr int kMaxGroup = 8;
 constexpr int kRotationBytes = kHeadDim * kHeadDim * 4;
-constexpr int kSharedBytes = kRotationBytes + (kMaxGroup + 1) * kHeadDim * 4;
 
-// One block per (tile of `rows_per_block` rows, KV head), thread j = channel. R_K comes into
-// shared memory first, all of it in flight at once (a loop of global reads of R, one row i per
-// step, waited on the memory latency 128 times), then serves the tile's rows: the key and the
-// group's query heads of each.
+// One block per (tile of `rows_per_block` rows, KV head), thread j = channel. R_K, when the cache
+// rotates keys, is copied into dynamic shared memory first with every copy in flight at once
+// (reading it from global memory one row per loop step waited on the memory latency 128 times),
+// then serves the tile's rows: the key and the group's query heads of each.
 __global__ void kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_block) {
-  extern __shared__ __align__(16) unsigned char shared[];
-  float* rotation = reinterpret_cast<float*>(shared);                             // [D][D]
-  float(*vectors)[kHeadDim] = reinterpret_cast<float(*)[kHeadDim]>(shared + kRotationBytes);  // key, queries
+  extern __shared__ __align__(16) float rotation[];  // [D][D], only when rotating
+  __shared__ float vectors[kMaxGroup + 1][kHeadDim];  // key, then the group's queries
   const int kv_head = blockIdx.y, j = threadIdx.x;
   const int group = args.num_heads / args.num_kv_heads;
   const bool rotates = args.key_rotations != nullptr;
@@ -74,12 +72,13 @@ __global__ void kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_b
 
 void launch_kv_write(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
   if (rows == 0) return;
-  check(cudaFuncSetAttribute(kv_write_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
+  const int shared_bytes = args.key_rotations != nullptr ? kRotationBytes : 0;
+  check(cudaFuncSetAttribute(kv_write_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRotationBytes),
         "cudaFuncSetAttribute(kv_write)");
   // Decode steps: a block per row, for parallelism; prefill chunks: eight rows share a copy of R_K.
   const int rows_per_block = rows <= 64 ? 1 : 8;
   const dim3 grid(unsigned((rows + rows_per_block - 1) / rows_per_block), unsigned(args.num_kv_heads));
-  kv_write_kernel<<<grid, kHeadDim, kSharedBytes, stream>>>(args, int(rows), rows_per_block);
+  kv_write_kernel<<<grid, kHeadDim, unsigned(shared_bytes), stream>>>(args, int(rows), rows_per_block);
   check_launch("kv_write_kernel");
 }
 
