@@ -47,7 +47,8 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
 // Key positions per split: enough splits for about two waves of `resident_blocks` (the decode
 // kernel's blocks take splits as they finish; smaller splits would pay each split's pipeline fill
 // and merge more often, which costs more than it evens out at batch 1), each split a multiple of
-// kDecodeSplitAlignment between 256 and 4096 positions.
+// kDecodeSplitAlignment between 256 and 4096 positions. Each row's share of the last wave is cut
+// into quarter splits, which the blocks take last (make_step_plan), to even out the launch's end.
 int64_t decode_split_tokens(int64_t total_key_positions, const StepPlanShape& shape);
 
 }  // namespace oscar::cuda

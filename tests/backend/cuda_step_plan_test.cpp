@@ -1,0 +1,139 @@
+// The CUDA step plan's decode split (plain C++, runs without a GPU): every key position a decode
+// row reads is in exactly one item of the right format, items come most bytes first, the last
+// wave of a long quantized range is cut finer, and each item has its own partial record.
+#include <gtest/gtest.h>
+
+#ifdef OSCAR_HAVE_CUDA
+
+#include <algorithm>
+#include <set>
+
+#include "backend/cuda/step_plan.h"
+
+namespace oscar::cuda {
+namespace {
+
+struct PlannedRows {
+  KvCacheConfig kv;
+  std::vector<SequencePages> sequences;
+  std::vector<int32_t> tokens;
+  StepPlan plan;
+
+  PlannedRows(const std::vector<int64_t>& contexts, int64_t resident_blocks, KvDtype dtype = KvDtype::int2) {
+    kv.dtype = dtype;
+    kv.group_size = 128;
+    kv.sink_tokens = 64;
+    kv.recent_tokens = 256;
+    kv.page_size_tokens = 64;
+    sequences.resize(contexts.size());
+    tokens.assign(contexts.size(), 1);
+    std::vector<SequenceStep> steps;
+    int32_t next_page = 0;
+    for (size_t s = 0; s < contexts.size(); ++s) {
+      std::vector<LogicalPage> pages;
+      for (int64_t p = 0; p <= contexts[s] / kv.page_size_tokens; ++p, next_page += 2) {
+        pages.push_back({next_page, kv.quantized() ? next_page + 1 : -1});
+      }
+      sequences[s].attach_prefix(pages, contexts[s]);
+      steps.push_back({std::span(&tokens[s], 1), &sequences[s], false});
+    }
+    plan = make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true,
+                                      .resident_blocks = resident_blocks});
+  }
+};
+
+TEST(CudaStepPlan, DecodeItemsCoverEachRowOnceInTheRightFormat) {
+  const std::vector<int64_t> contexts = {37, 700, 9001, 32767};
+  const PlannedRows p(contexts, 528);
+  for (size_t row = 0; row < contexts.size(); ++row) {
+    const int64_t t = contexts[row];  // the new token's position
+    const int64_t quantized_end = p.plan.rows[row].quantized_end;
+    std::vector<int> seen(size_t(t + 1), 0);
+    for (const DecodeItem& item : p.plan.decode_items) {
+      if (item.row != int32_t(row)) continue;
+      ASSERT_LT(item.begin, item.end);
+      for (int64_t j = item.begin; j < item.end; ++j) {
+        ++seen[size_t(j)];
+        const bool quantized = j >= p.kv.sink_tokens && j < quantized_end;
+        EXPECT_EQ(item.quantized != 0, quantized) << "row " << row << " position " << j;
+      }
+    }
+    for (int64_t j = 0; j <= t; ++j) ASSERT_EQ(seen[size_t(j)], 1) << "row " << row << " position " << j;
+  }
+}
+
+TEST(CudaStepPlan, DecodeItemsComeMostBytesFirstWithTheirOwnRecords) {
+  const PlannedRows p({9001, 32767, 32767, 700}, 528);
+  const auto& items = p.plan.decode_items;
+  auto bits = [](const DecodeItem& item) { return int64_t(item.end - item.begin) * (item.quantized ? 2 : 16); };
+  for (size_t i = 1; i < items.size(); ++i) EXPECT_GE(bits(items[i - 1]), bits(items[i])) << "item " << i;
+  std::set<int32_t> records;
+  for (const DecodeItem& item : items) {
+    EXPECT_TRUE(records.insert(item.partial).second) << "record " << item.partial << " used twice";
+    EXPECT_LE(item.partial + 8, p.plan.partial_records);
+  }
+  int64_t splits = 0;
+  for (const CombineTask& task : p.plan.combine) splits += task.count;
+  EXPECT_EQ(splits, int64_t(items.size()));
+}
+
+// Positions of row 0's quantized range in quarter pieces, checking every piece's size: the first
+// piece (from the sink to a multiple of the split) and the last (to the row's end) may be shorter.
+int64_t fine_positions(const PlannedRows& p, int64_t& fine_pieces) {
+  const int64_t split = p.plan.decode_split_tokens;
+  const int64_t end = p.plan.rows[0].quantized_end;
+  int64_t total = 0;
+  fine_pieces = 0;
+  for (const DecodeItem& item : p.plan.decode_items) {
+    if (!item.quantized || item.row != 0) continue;
+    const int64_t length = item.end - item.begin;
+    EXPECT_LE(length, split);
+    if (length == split || item.begin == p.kv.sink_tokens || item.end == end) continue;
+    EXPECT_LE(length, split / 4);
+    EXPECT_GE(length, 2 * kDecodeSplitAlignment);
+    total += length;
+    ++fine_pieces;
+  }
+  return total;
+}
+
+TEST(CudaStepPlan, LastWaveOfEachRowIsCutFiner) {
+  // About 8 waves of 132 blocks: an eighth of each row in quarter splits.
+  const PlannedRows few({131071, 131071, 131071, 131071}, 132);
+  const int64_t split = few.plan.decode_split_tokens;
+  ASSERT_GE(split / 4, 2 * kDecodeSplitAlignment);
+  const int64_t length = few.plan.rows[0].quantized_end - few.kv.sink_tokens;
+  int64_t pieces = 0;
+  const int64_t fine = fine_positions(few, pieces);
+  EXPECT_GE(pieces, 8);
+  EXPECT_GE(fine, length / 8 - split);
+  EXPECT_LE(fine, length / 8 + split);
+  // About 40 waves: far less of each row.
+  const PlannedRows many(std::vector<int64_t>(64, 131071), 396);
+  EXPECT_LE(fine_positions(many, pieces), length / 40 + split);
+}
+
+TEST(CudaStepPlan, FullPrecisionRowsKeepEvenSplits) {
+  const PlannedRows p({131071, 131071, 131071, 131071}, 132, KvDtype::bf16);
+  const int64_t split = p.plan.decode_split_tokens;
+  for (const DecodeItem& item : p.plan.decode_items) {
+    if (item.end <= p.plan.rows[size_t(item.row)].position) {
+      EXPECT_EQ(item.end % split, 0) << "item [" << item.begin << ", " << item.end << ")";
+    }
+  }
+}
+
+TEST(CudaStepPlan, ShortSplitsAreNotCutFiner) {
+  const PlannedRows p({131071}, 528);
+  const int64_t split = p.plan.decode_split_tokens;
+  ASSERT_LT(split / 4, 2 * kDecodeSplitAlignment);
+  int64_t pieces = 0;
+  for (const DecodeItem& item : p.plan.decode_items) pieces += item.quantized;
+  const int64_t quantized_positions = p.plan.rows[0].quantized_end - p.kv.sink_tokens;
+  EXPECT_LE(pieces, quantized_positions / split + 2);
+}
+
+}  // namespace
+}  // namespace oscar::cuda
+
+#endif  // OSCAR_HAVE_CUDA
