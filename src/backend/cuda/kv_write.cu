@@ -11,22 +11,35 @@ namespace {
 
 constexpr int kHeadDim = 128;
 constexpr int kMaxGroup = 8;
-constexpr int kRotationBytes = kHeadDim * kHeadDim * 4;
+constexpr int kThreads = 128;
+// Each block writes one slice of 32 channels (columns of R_K): a decode step's few rows spread over
+// four times the blocks, each copying a quarter of R_K (16 KB) and running shorter chains.
+constexpr int kSliceChannels = 32;
+constexpr int kSlices = kHeadDim / kSliceChannels;
+constexpr int kVectorSlots = kThreads / kSliceChannels;  // threads per channel, each its vectors
+constexpr int kRotationSliceBytes = kHeadDim * kSliceChannels * 4;
 
-// One block per (tile of `rows_per_block` rows, KV head), thread j = channel. R_K, when the cache
-// rotates keys, is copied into dynamic shared memory first with every copy in flight at once
-// (reading it from global memory one row per loop step waited on the memory latency 128 times),
-// then serves the tile's rows: the key and the group's query heads of each.
+// One block per (tile of `rows_per_block` rows, KV head, slice of 32 channels); thread j takes
+// channel slice * 32 + j % 32 of the vectors v = j / 32, j / 32 + 4, ... of a row (v = 0: the key,
+// 1..group: the group's queries), each one fma chain over i as on the CPU. R_K's 32 columns, when
+// the cache rotates keys, are copied into shared memory first with every copy in flight at once
+// (reading R_K one row per loop step from global memory waited on the memory latency 128 times).
 __global__ void kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_block) {
-  extern __shared__ __align__(16) float rotation[];  // [D][D], only when rotating
-  __shared__ float vectors[kMaxGroup + 1][kHeadDim];  // key, then the group's queries
-  const int kv_head = blockIdx.y, j = threadIdx.x;
+  __shared__ __align__(16) float rotation[kHeadDim][kSliceChannels];  // used only when rotating
+  __shared__ float vectors[kMaxGroup + 1][kHeadDim];                  // key, then the group's queries
+  const int kv_head = blockIdx.y, slice = blockIdx.z, j = threadIdx.x;
+  const int column = j % kSliceChannels, channel = slice * kSliceChannels + column;
+  const int slot = j / kSliceChannels;
   const int group = args.num_heads / args.num_kv_heads;
   const bool rotates = args.key_rotations != nullptr;
   if (rotates) {
-    const auto* source = reinterpret_cast<const std::byte*>(args.key_rotations + int64_t(kv_head) * kHeadDim * kHeadDim);
-    const uint32_t base = shared_address(rotation);
-    for (int chunk = j; chunk < kRotationBytes / 16; chunk += kHeadDim) cp_async_16(base + chunk * 16, source + chunk * 16);
+    // Row i of the slice: 128 bytes of row i of R_K from column slice * 32, eight 16-byte copies.
+    const float* source = args.key_rotations + int64_t(kv_head) * kHeadDim * kHeadDim + slice * kSliceChannels;
+    const uint32_t base = shared_address(&rotation[0][0]);
+    for (int chunk = j; chunk < kRotationSliceBytes / 16; chunk += kThreads) {
+      const int i = chunk / 8, part = chunk % 8;
+      cp_async_16(base + chunk * 16, source + i * kHeadDim + part * 4);
+    }
     cp_async_commit();
   }
   const PageLayout& layout = args.layout;
@@ -38,32 +51,43 @@ __global__ void kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_b
     for (int g = 0; g < group; ++g) vectors[1 + g][j] = source[int64_t(kv_head * group + g) * kHeadDim + j];
     if (rotates) cp_async_wait<0>();
     __syncthreads();
-    float out[kMaxGroup + 1];
+    constexpr int kVectorsPerThread = (kMaxGroup + kVectorSlots) / kVectorSlots;
+    float out[kVectorsPerThread];
 #pragma unroll
-    for (int v = 0; v <= kMaxGroup; ++v) out[v] = v <= group ? vectors[v][j] : 0.0f;
+    for (int k = 0; k < kVectorsPerThread; ++k) {
+      const int v = slot + k * kVectorSlots;
+      out[k] = v <= group ? vectors[v][channel] : 0.0f;
+    }
     if (rotates) {
 #pragma unroll
-      for (int v = 0; v <= kMaxGroup; ++v) out[v] = 0.0f;
+      for (int k = 0; k < kVectorsPerThread; ++k) out[k] = 0.0f;
 #pragma unroll 8
       for (int i = 0; i < kHeadDim; ++i) {
-        const float r = rotation[i * kHeadDim + j];
+        const float r = rotation[i][column];
 #pragma unroll
-        for (int v = 0; v <= kMaxGroup; ++v) {
-          if (v <= group) out[v] = fmaf(vectors[v][i], r, out[v]);
+        for (int k = 0; k < kVectorsPerThread; ++k) {
+          const int v = slot + k * kVectorSlots;
+          if (v <= group) out[k] = fmaf(vectors[v][i], r, out[k]);
         }
       }
     }
     const QueryRow q = args.rows[row];
     const PageIds ids = args.page_table[q.page_table + q.position / layout.page_size_tokens];
-    const int slot = q.position % layout.page_size_tokens;
+    const int page_slot = q.position % layout.page_size_tokens;
     std::byte* page = args.full_pages + int64_t(ids.full) * layout.full_page_bytes;
-    const float value = source[int64_t(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim + j];
-    reinterpret_cast<__nv_bfloat16*>(page + layout.full_key_offset(kv_head, slot))[j] = __float2bfloat16_rn(out[0]);
-    reinterpret_cast<__nv_bfloat16*>(page + layout.full_value_offset(kv_head, slot))[j] = __float2bfloat16_rn(value);
     float* queries = args.rotated_queries + int64_t(row) * args.num_heads * kHeadDim;
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
-      if (g < group) queries[int64_t(kv_head * group + g) * kHeadDim + j] = out[1 + g];
+    for (int k = 0; k < kVectorsPerThread; ++k) {
+      const int v = slot + k * kVectorSlots;
+      if (v == 0) {
+        const float value = source[int64_t(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim + channel];
+        reinterpret_cast<__nv_bfloat16*>(page + layout.full_key_offset(kv_head, page_slot))[channel] =
+            __float2bfloat16_rn(out[k]);
+        reinterpret_cast<__nv_bfloat16*>(page + layout.full_value_offset(kv_head, page_slot))[channel] =
+            __float2bfloat16_rn(value);
+      } else if (v <= group) {
+        queries[int64_t(kv_head * group + v - 1) * kHeadDim + channel] = out[k];
+      }
     }
   }
 }
@@ -72,13 +96,10 @@ __global__ void kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_b
 
 void launch_kv_write(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
   if (rows == 0) return;
-  const int shared_bytes = args.key_rotations != nullptr ? kRotationBytes : 0;
-  check(cudaFuncSetAttribute(kv_write_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRotationBytes),
-        "cudaFuncSetAttribute(kv_write)");
   // Decode steps: a block per row, for parallelism; prefill chunks: eight rows share a copy of R_K.
   const int rows_per_block = rows <= 64 ? 1 : 8;
-  const dim3 grid(unsigned((rows + rows_per_block - 1) / rows_per_block), unsigned(args.num_kv_heads));
-  kv_write_kernel<<<grid, kHeadDim, unsigned(shared_bytes), stream>>>(args, int(rows), rows_per_block);
+  const dim3 grid(unsigned((rows + rows_per_block - 1) / rows_per_block), unsigned(args.num_kv_heads), kSlices);
+  kv_write_kernel<<<grid, kThreads, 0, stream>>>(args, int(rows), rows_per_block);
   check_launch("kv_write_kernel");
 }
 
