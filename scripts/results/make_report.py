@@ -279,6 +279,9 @@ def main():
     calibration = RAW / "rotations.txt"
     if calibration.exists():
         lines += ["## Calibration report", "", "```", calibration.read_text().rstrip(), "```", ""]
+    if (OUT / "experiments.md").exists():
+        lines += ["## Ideas tried and not adopted", "",
+                  "Key centering and calibration variants, with their numbers: [experiments.md](experiments.md).", ""]
     (OUT / "README.md").write_text("\n".join(lines))
 
 
