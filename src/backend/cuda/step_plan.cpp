@@ -31,27 +31,17 @@ std::vector<Segment> decode_segments(int64_t t, int64_t sink, int64_t quantized_
   return segments;
 }
 
-// [begin, end) cut at multiples of `split`.
+// [begin, end) cut at multiples of `split`. With `waves` > 0 (the decode kernel's quantized keys:
+// guided self-scheduling), the range's share of the launch's last wave (its last 1 / waves, at most
+// a quarter) is cut at multiples of about split / 4 instead. Sorted most bytes first
+// (make_step_plan), the small pieces are what the blocks that finish early take at the end of the
+// launch, so that no block runs a whole long piece while the others wait. Small pieces keep at
+// least two super-tiles per warp (512 positions): below that each one's pipeline fill and merge
+// cost more than the evening out gains (seen at batch 1: 128K x 1 in 256-position pieces took
+// 94 us instead of 68), and so does cutting a quarter of every row when the launch has tens of
+// waves (128K x 64: 2233 us instead of 2133).
 template <typename Visit>
-void for_each_split(int64_t begin, int64_t end, int64_t split, Visit visit) {
-  for (int64_t b = begin; b < end;) {
-    const int64_t e = std::min(end, (b / split + 1) * split);
-    visit(b, e);
-    b = e;
-  }
-}
-
-// A decode row's keys cut for the split-K kernel (guided self-scheduling): pieces of `split`
-// positions, then the row's share of the launch's last wave (its last 1 / waves, at most a quarter)
-// in pieces of about split / 4. Sorted most bytes first (make_step_plan), the small pieces are what
-// the blocks that finish early take at the end of the launch, so that no block runs a whole long
-// piece while the others wait. Small pieces keep at least two super-tiles per warp (512 positions):
-// below that each one's pipeline fill and merge cost more than the evening out gains (seen at
-// batch 1: 128K x 1 in 256-position pieces took 94 us instead of 68), and so does cutting a
-// quarter of every row when the launch has tens of waves (128K x 64: 2233 us instead of 2133).
-// waves = 0: even splits only.
-template <typename Visit>
-void for_each_decode_split(int64_t begin, int64_t end, int64_t split, int64_t waves, Visit visit) {
+void for_each_split(int64_t begin, int64_t end, int64_t split, int64_t waves, Visit visit) {
   constexpr int64_t kSmallestFinePiece = 2 * kDecodeSplitAlignment;
   const int64_t quarter = split / 4 / kDecodeSplitAlignment * kDecodeSplitAlignment;
   const int64_t fine = quarter >= kSmallestFinePiece && waves > 0 ? quarter : split;
@@ -124,14 +114,14 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
           // warp, so its short pieces cost more than the evening out gains (bf16 cache, 32K x 8:
           // 424 us with quarter pieces, 398 without).
           const int64_t tail_waves = s.quantized ? waves : 0;
-          for_each_decode_split(s.begin, s.end, split, tail_waves, [&](int64_t b, int64_t e) {
+          for_each_split(s.begin, s.end, split, tail_waves, [&](int64_t b, int64_t e) {
             plan.decode_items.push_back({narrow(first_row), s.quantized ? 1 : 0, narrow(b), narrow(e),
                                          narrow(base + splits * heads)});
             ++splits;
           });
         }
       } else {
-        for_each_split(0, int64_t(row.position) + 1, split, [&](int64_t b, int64_t e) {
+        for_each_split(0, int64_t(row.position) + 1, split, 0, [&](int64_t b, int64_t e) {
           plan.block_items.push_back({narrow(first_row), 1, narrow(b), narrow(e), narrow(base + splits * heads)});
           ++splits;
         });
