@@ -37,6 +37,7 @@ struct BenchDecodeAttentionOptions {
   std::string batches = "1,8,16,32,64";
   int iterations = 20;
   std::string scale_format = "f16";  // of the INT2 group parameters
+  int64_t split_tokens = 0;          // > 0: a fixed decode split instead of the plan's choice
   std::string json_path;
 };
 
@@ -72,9 +73,11 @@ PageSet make_pages(const KvCacheConfig& kv, int64_t context, int64_t batch, KvPa
 struct Measured {
   double time_us = 0;
   int64_t bytes = 0;
+  int64_t split_tokens = 0;  // the plan's decode split
 };
 
-Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t context, int64_t batch, int iterations) {
+Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t context, int64_t batch, int iterations,
+                 int64_t split_tokens) {
   const int group = int(model.group_size());
   const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
   const int64_t q_floats = batch * model.num_heads * model.head_dim;
@@ -91,15 +94,17 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
   DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, used.quantized * layout.quantized_page_bytes)));
   launch_fill_kv_noise(layout, full.data(), used.full, quantized.data(), used.quantized, 17, nullptr);
   const int resident = decode_attention_resident_blocks(layout);
-  const StepPlanShape shape{model.num_kv_heads, group, true, resident};
+  const StepPlanShape shape{model.num_kv_heads, group, true, resident, split_tokens};
   std::vector<int32_t> tokens(size_t(batch), 1);
   std::vector<std::unique_ptr<DeviceStep>> device_steps;
-  int64_t partial_records = 0;
+  int64_t partial_records = 0, max_splits = 0, split = 0;
   for (PageSet& set : sets) {
     std::vector<SequenceStep> steps;
     for (int64_t s = 0; s < batch; ++s) steps.push_back({std::span(&tokens[size_t(s)], 1), &set.sequences[size_t(s)], false});
     const StepPlan plan = make_step_plan(steps, kv, shape);
     partial_records = std::max(partial_records, plan.partial_records);
+    max_splits = std::max(max_splits, plan.max_splits);
+    split = plan.decode_split_tokens;
     device_steps.push_back(std::make_unique<DeviceStep>());
     device_steps.back()->upload(plan, nullptr);
   }
@@ -129,7 +134,7 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
     args.score_scale = attention_score_scale(model.head_dim);
     args.q8_scales = q8.data();
     launch_decode_attention(args, resident, nullptr);
-    launch_attention_combine(step.combine(), batch, partials.data(), int(model.num_kv_heads), group,
+    launch_attention_combine(step.combine(), batch, max_splits, partials.data(), int(model.num_kv_heads), group,
                              int(model.head_dim), out.data(), nullptr, nullptr);
   };
   // Launches go back to back between two events, as in the decode step's CUDA graph: the time
@@ -150,7 +155,7 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  return {median(times), bytes};
+  return {median(times), bytes, split};
 }
 
 void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
@@ -158,7 +163,8 @@ void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
   const GpuDescription gpu = describe_gpu();
   fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {} KV shape: {} KV heads x {} query heads per KV head x D {}\n",
              gpu.name, gpu.driver, gpu.copy_gbps, o.model, model.num_kv_heads, model.group_size(), model.head_dim);
-  fmt::print("{:>5} {:>8} {:>6} {:>11} {:>12} {:>8} {:>6}\n", "kv", "context", "batch", "time_us", "bytes", "GB/s", "bw");
+  fmt::print("{:>5} {:>8} {:>6} {:>11} {:>12} {:>8} {:>6} {:>6}\n", "kv", "context", "batch", "time_us", "bytes", "GB/s",
+             "bw", "split");
   std::vector<nlohmann::json> rows;
   for (const int64_t context : parse_int_list(o.contexts)) {
     for (const int64_t batch : parse_int_list(o.batches)) {
@@ -169,13 +175,14 @@ void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
           fmt::print("{:>5} {:>8} {:>6}   skipped: the pages do not fit\n", to_string(dtype), context, batch);
           continue;
         }
-        const Measured m = measure(model, kv, context, batch, o.iterations);
+        const Measured m = measure(model, kv, context, batch, o.iterations, o.split_tokens);
         const double gbps = double(m.bytes) / (m.time_us * 1e-6) / 1e9;
-        fmt::print("{:>5} {:>8} {:>6} {:>11.1f} {:>12} {:>8.0f} {:>5.1f}%\n", to_string(dtype), context, batch,
-                   m.time_us, m.bytes, gbps, 100.0 * gbps / gpu.copy_gbps);
+        fmt::print("{:>5} {:>8} {:>6} {:>11.1f} {:>12} {:>8.0f} {:>5.1f}% {:>6}\n", to_string(dtype), context, batch,
+                   m.time_us, m.bytes, gbps, 100.0 * gbps / gpu.copy_gbps, m.split_tokens);
         rows.push_back({{"kernel", "decode_attention"}, {"kv", std::string(to_string(dtype))}, {"model", o.model},
                         {"context", context}, {"batch", batch}, {"time_us", m.time_us}, {"bytes", m.bytes},
-                        {"gbps", gbps}, {"bw_fraction", gbps / gpu.copy_gbps}, {"kv_config", describe(kv)}});
+                        {"gbps", gbps}, {"bw_fraction", gbps / gpu.copy_gbps}, {"split_tokens", m.split_tokens},
+                        {"kv_config", describe(kv)}});
       }
     }
   }
@@ -198,6 +205,8 @@ void register_bench_decode_attention(CLI::App& bench) {
   command->add_option("--iterations", options->iterations)->capture_default_str();
   command->add_option("--kv-scale-format", options->scale_format, "INT2 group parameters: f16, bf16 or q8")
       ->capture_default_str();
+  command->add_option("--split-tokens", options->split_tokens,
+                      "key positions per split of a decode row, a multiple of 256 (default: the plan's choice)");
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_attention(*options); });
 }

@@ -319,8 +319,8 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   launch_decode_attention(args, decode_attention_resident_blocks(layout), nullptr);
   DeviceBuffer<__nv_bfloat16> out(size_t(int64_t(contexts.size()) * q_width));
   DeviceBuffer<float> out_float(out.size());
-  launch_attention_combine(device_step.combine(), int64_t(contexts.size()), partials.data(), num_kv_heads,
-                           a.query_group, d, out.data(), out_float.data(), nullptr);
+  launch_attention_combine(device_step.combine(), int64_t(contexts.size()), plan.max_splits, partials.data(),
+                           num_kv_heads, a.query_group, d, out.data(), out_float.data(), nullptr);
   const auto actual = to_host(out_float, out_float.size());
   std::vector<std::byte> host_full(full.bytes()), host_quantized(quantized.bytes());
   check(cudaMemcpy(host_full.data(), full.data(), full.bytes(), cudaMemcpyDeviceToHost), "download");
@@ -342,6 +342,7 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{"bf16_gqa8", KvDtype::bf16, 128, ParamFormat::f16, 8, 2e-3},
                       AttentionCase{"int2_g128_f16_gqa4", KvDtype::int2, 128, ParamFormat::f16, 4, 5e-3},
                       AttentionCase{"int2_g64_bf16_gqa1", KvDtype::int2, 64, ParamFormat::bf16, 1, 5e-3},
+                      AttentionCase{"int2_g64_q8_gqa4", KvDtype::int2, 64, ParamFormat::q8, 4, 5e-3},
                       AttentionCase{"int2_g32_q8_gqa8", KvDtype::int2, 32, ParamFormat::q8, 8, 5e-3},
                       AttentionCase{"int2_g128_q8_gqa8", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3},
                       AttentionCase{"int2_g128_q8_gqa4_sink4_page48", KvDtype::int2, 128, ParamFormat::q8, 4, 5e-3, 4,

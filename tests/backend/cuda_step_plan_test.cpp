@@ -1,6 +1,7 @@
 // The CUDA step plan's decode split (plain C++, runs without a GPU): every key position a decode
 // row reads is in exactly one item of the right format, items come most bytes first, the last
-// wave of a long quantized range is cut finer, and each item has its own partial record.
+// wave of a long quantized range is cut finer, and each item has its own partial record; and when
+// the migrations may run before the first layer.
 #include <gtest/gtest.h>
 
 #ifdef OSCAR_HAVE_CUDA
@@ -124,13 +125,60 @@ TEST(CudaStepPlan, FullPrecisionRowsKeepEvenSplits) {
 }
 
 TEST(CudaStepPlan, ShortSplitsAreNotCutFiner) {
-  const PlannedRows p({131071}, 528);
+  const PlannedRows p({65535}, 528);
   const int64_t split = p.plan.decode_split_tokens;
   ASSERT_LT(split / 4, 2 * kDecodeSplitAlignment);
   int64_t pieces = 0;
   for (const DecodeItem& item : p.plan.decode_items) pieces += item.quantized;
   const int64_t quantized_positions = p.plan.rows[0].quantized_end - p.kv.sink_tokens;
   EXPECT_LE(pieces, quantized_positions / split + 2);
+}
+
+// About one wave of splits for a quantized cache whose rows get four splits or more, two waves
+// otherwise, in multiples of 256 from 256 to 4096.
+TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
+  const StepPlanShape shape{.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 396};
+  EXPECT_EQ(decode_split_tokens(32769, 32769, true, shape), 768);   // 262152 / 396 = 662
+  EXPECT_EQ(decode_split_tokens(32769, 32769, false, shape), 512);  // 262152 / 792 = 331
+  EXPECT_EQ(decode_split_tokens(8 * 32769, 32769, true, shape), 4096);
+  EXPECT_EQ(decode_split_tokens(8 * 32769, 32769, false, shape), 2816);
+  // 8K x 32: one wave would be 4096, two splits per row: two waves instead.
+  EXPECT_EQ(decode_split_tokens(32 * 8193, 8193, true, shape), 2816);
+  EXPECT_EQ(decode_split_tokens(100, 100, true, shape), 256);
+  EXPECT_EQ(decode_split_tokens(64 * 131073, 131073, false, shape), 4096);
+}
+
+// Migrations may run before the first layer only when no token they read is written by the step.
+TEST(CudaStepPlan, MigrationsReadEarlierStepsOnlyInDecodeStepsWithARecentWindow) {
+  auto plan_for = [](int64_t cached, int64_t new_tokens, int64_t recent) {
+    KvCacheConfig kv;
+    kv.dtype = KvDtype::int2;
+    kv.group_size = 128;
+    kv.sink_tokens = 64;
+    kv.recent_tokens = recent;
+    kv.page_size_tokens = 64;
+    std::vector<LogicalPage> pages;
+    for (int32_t p = 0; p <= int32_t((cached + new_tokens) / kv.page_size_tokens); ++p) pages.push_back({2 * p, 2 * p + 1});
+    SequencePages sequence;
+    sequence.attach_prefix(pages, cached);
+    const std::vector<int32_t> tokens(size_t(new_tokens), 1);
+    const std::vector<SequenceStep> steps = {{std::span(tokens), &sequence, false}};
+    return make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132});
+  };
+  const StepPlan decode = plan_for(1000, 1, 256);
+  ASSERT_EQ(decode.migrate.size(), 1u);
+  EXPECT_EQ(decode.migrate[0].position, 1001 - 256 - 1);
+  EXPECT_TRUE(decode.migrations_read_earlier_steps);
+  // A chunk longer than the window quantizes some of its own tokens.
+  const StepPlan chunk = plan_for(100, 600, 256);
+  ASSERT_FALSE(chunk.migrate.empty());
+  EXPECT_GE(chunk.migrate.back().position, 100);
+  EXPECT_FALSE(chunk.migrations_read_earlier_steps);
+  // Without a recent window each new token is quantized in the step that writes it.
+  const StepPlan no_window = plan_for(1000, 1, 0);
+  ASSERT_EQ(no_window.migrate.size(), 1u);
+  EXPECT_EQ(no_window.migrate[0].position, 1000);
+  EXPECT_FALSE(no_window.migrations_read_earlier_steps);
 }
 
 }  // namespace

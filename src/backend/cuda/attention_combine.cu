@@ -3,88 +3,100 @@
 // weighted values are divided by the total weight.
 #include "backend/cuda/attention_combine.h"
 
-#include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
 
-constexpr int kThreadsPerHead = 128;
-constexpr int kMaxThreads = 1024;
+constexpr int kHeadDim = 128;
+constexpr int kPairs = kHeadDim / 2;  // a thread sums two channels: one 8-byte load per split
+constexpr int kMaxSplitLanes = 8;     // threads per channel pair, each taking every lanes-th split
+constexpr int kMaxThreads = kPairs * kMaxSplitLanes;
 
-// Sum (or max) over the 128 threads of one query head: four warps, through `scratch[4]`.
+// Max or sum over the block, through `scratch` (one slot per warp).
 template <bool Max>
-__device__ float reduce_head(float value, float* scratch) {
+__device__ float reduce_block(float value, float* scratch) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) {
     const float other = __shfl_xor_sync(0xffffffffu, value, offset);
     value = Max ? fmaxf(value, other) : value + other;
   }
-  const int warp = (threadIdx.x % kThreadsPerHead) / 32;
-  __syncwarp();
-  if ((threadIdx.x & 31) == 0) scratch[warp] = value;
-  // The head's four warps meet here; blocks are whole heads, so every thread of the block does.
+  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = value;
   __syncthreads();
-  value = Max ? fmaxf(fmaxf(scratch[0], scratch[1]), fmaxf(scratch[2], scratch[3]))
-              : scratch[0] + scratch[1] + scratch[2] + scratch[3];
-  __syncthreads();
+  value = scratch[0];
+  for (int w = 1; w < int(blockDim.x / 32); ++w) value = Max ? fmaxf(value, scratch[w]) : value + scratch[w];
+  __syncthreads();  // scratch is free for the next reduction
   return value;
 }
 
-// One block per (row, KV head), 128 threads per query head of the group (up to 8 heads at once).
-// A row can have hundreds of splits at batch 1: the maxima and sums are reduced by all of the
-// head's threads together, then each thread (one channel) sums the splits' values with its loads
-// independent of each other, so that they overlap.
+// One block per (row, KV head, query head). A decode row has hundreds of splits at batch 1 and
+// 128K: the maxima and sums are reduced by all threads together, then thread (lane, pair) sums
+// channels 2 pair and 2 pair + 1 over splits lane, lane + lanes, ... with independent loads, and
+// the lanes' sums meet in shared memory. (One block per (row, KV head) summing every split in one
+// thread per channel took 18-23 us at batch 1: eight busy SMs, a chain of loads each.)
 __global__ void attention_combine_kernel(const CombineTask* tasks, const float* partials, int num_kv_heads,
-                                         int group, int head_dim, __nv_bfloat16* out, float* out_float) {
-  __shared__ float scratch[kMaxThreads / kThreadsPerHead][4];
-  const int row = blockIdx.x / num_kv_heads, kv_head = blockIdx.x % num_kv_heads;
+                                         int group, __nv_bfloat16* out, float* out_float) {
+  __shared__ float scratch[kMaxThreads / 32];
+  __shared__ float2 lane_sums[kMaxSplitLanes][kPairs];
+  const int head = int(blockIdx.x) % group;
+  const int row_head = int(blockIdx.x) / group;
+  const int row = row_head / num_kv_heads, kv_head = row_head % num_kv_heads;
   const CombineTask task = tasks[row];
-  const int64_t record_floats = int64_t(group) * (head_dim + 2);
+  const int64_t record_floats = int64_t(group) * (kHeadDim + 2);
   const float* first = partials + int64_t(task.first + kv_head) * record_floats;
   const int64_t stride = int64_t(task.stride) * record_floats;
-  const int heads_at_once = int(blockDim.x) / kThreadsPerHead;
-  const int lane = int(threadIdx.x) % kThreadsPerHead;
-  const int rounds = (group + heads_at_once - 1) / heads_at_once;
-  for (int round = 0; round < rounds; ++round) {
-    const int g = round * heads_at_once + int(threadIdx.x) / kThreadsPerHead;
-    const bool active = g < group;
-    float* mine = scratch[threadIdx.x / kThreadsPerHead];
-    float max = -INFINITY;
-    for (int s = lane; active && s < task.count; s += kThreadsPerHead) max = fmaxf(max, first[s * stride + g]);
-    max = reduce_head<true>(max, mine);
-    float sum = 0.0f;
-    for (int s = lane; active && s < task.count; s += kThreadsPerHead) {
-      const float* record = first + s * stride;
-      sum += record[group + g] * exp2f(record[g] - max);
-    }
-    sum = reduce_head<false>(sum, mine);
-    if (!active) continue;
-    for (int ch = lane; ch < head_dim; ch += kThreadsPerHead) {
-      float value = 0.0f;
-#pragma unroll 4
-      for (int s = 0; s < task.count; ++s) {
-        const float* record = first + s * stride;
-        value += record[2 * group + g * head_dim + ch] * exp2f(record[g] - max);
-      }
-      const float result = value / sum;
-      const int64_t index = (int64_t(row) * num_kv_heads * group + int64_t(kv_head) * group + g) * head_dim + ch;
-      out[index] = __float2bfloat16_rn(result);
-      if (out_float != nullptr) out_float[index] = result;
-    }
+  float max = -INFINITY;
+  for (int s = int(threadIdx.x); s < task.count; s += int(blockDim.x)) max = fmaxf(max, first[s * stride + head]);
+  max = reduce_block<true>(max, scratch);
+  float sum = 0.0f;
+  for (int s = int(threadIdx.x); s < task.count; s += int(blockDim.x)) {
+    const float* record = first + s * stride;
+    sum += record[group + head] * fast_exp2(record[head] - max);
   }
+  sum = reduce_block<false>(sum, scratch);
+  const int lanes = int(blockDim.x) / kPairs;
+  const int pair = int(threadIdx.x) % kPairs, lane = int(threadIdx.x) / kPairs;
+  float2 value = make_float2(0.0f, 0.0f);
+#pragma unroll 4
+  for (int s = lane; s < task.count; s += lanes) {
+    const float* record = first + s * stride;
+    const float weight = fast_exp2(record[head] - max);
+    const float2 o = reinterpret_cast<const float2*>(record + 2 * group + head * kHeadDim)[pair];
+    value.x += o.x * weight;
+    value.y += o.y * weight;
+  }
+  lane_sums[lane][pair] = value;
+  __syncthreads();
+  if (lane != 0) return;
+  for (int l = 1; l < lanes; ++l) {
+    value.x += lane_sums[l][pair].x;
+    value.y += lane_sums[l][pair].y;
+  }
+  const float2 result = make_float2(value.x / sum, value.y / sum);
+  const int64_t index = ((int64_t(row) * num_kv_heads + kv_head) * group + head) * kHeadDim + 2 * pair;
+  *reinterpret_cast<__nv_bfloat162*>(out + index) = __floats2bfloat162_rn(result.x, result.y);
+  if (out_float != nullptr) *reinterpret_cast<float2*>(out_float + index) = result;
 }
 
 }  // namespace
 
-void launch_attention_combine(const CombineTask* tasks, int64_t rows, const float* partials,
-                              int num_kv_heads, int group, int head_dim, __nv_bfloat16* out,
-                              float* out_float, cudaStream_t stream) {
+void launch_attention_combine(const CombineTask* tasks, int64_t rows, int64_t max_splits, const float* partials,
+                              int num_kv_heads, int group, int head_dim, __nv_bfloat16* out, float* out_float,
+                              cudaStream_t stream) {
   if (rows == 0) return;
-  const int threads = std::min(group, kMaxThreads / kThreadsPerHead) * kThreadsPerHead;
-  attention_combine_kernel<<<unsigned(rows * num_kv_heads), unsigned(threads), 0, stream>>>(
-      tasks, partials, num_kv_heads, group, head_dim, out, out_float);
+  // (util/error.h's fmt checks do not build under nvcc.)
+  if (head_dim != kHeadDim) {
+    throw std::invalid_argument("attention_combine: head_dim " + std::to_string(head_dim) +
+                                " is not supported (the kernel needs 128)");
+  }
+  int lanes = 1;
+  while (lanes < kMaxSplitLanes && lanes < max_splits) lanes *= 2;
+  attention_combine_kernel<<<unsigned(rows * num_kv_heads * group), unsigned(kPairs * lanes), 0, stream>>>(
+      tasks, partials, num_kv_heads, group, out, out_float);
   check_launch("attention_combine_kernel");
 }
 

@@ -109,12 +109,12 @@ __device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& 
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
     tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
     const float new_max = fmaxf(state.max[e], tile_max);  // finite: every tile has a valid key
-    correction[e] = exp2f(state.max[e] - new_max);
+    correction[e] = fast_exp2(state.max[e] - new_max);
     float sum = state.sum[e] * correction[e];
 #pragma unroll
     for (int i = 0; i < Tiles; ++i) {
-      s[i][e] = exp2f(s[i][e] - new_max);
-      s[i][e + 2] = exp2f(s[i][e + 2] - new_max);
+      s[i][e] = fast_exp2(s[i][e] - new_max);
+      s[i][e + 2] = fast_exp2(s[i][e + 2] - new_max);
       sum += s[i][e] + s[i][e + 2];
     }
     state.sum[e] = sum;
@@ -198,6 +198,17 @@ struct WarpTiles {
   __device__ int position(int j) const { return first + (warp + j * kWarps) * Tokens; }
 };
 
+// A key position's page and slot, without a division when pages hold a power of two tokens (the
+// default 64): a division by the runtime page size costs about twenty instructions a tile.
+struct PagePosition {
+  int page, slot;
+};
+__device__ __forceinline__ PagePosition page_position(int position, int page_size) {
+  if ((page_size & (page_size - 1)) == 0) return {position >> (__ffs(page_size) - 1), position & (page_size - 1)};
+  const int page = position / page_size;
+  return {page, position - page * page_size};
+}
+
 __device__ __forceinline__ const float* group_queries(const ItemContext& c) {
   const AttentionArgs& a = *c.args;
   return a.queries + (int64_t(c.item.row) * a.num_kv_heads * a.group + int64_t(c.kv_head) * a.group) * kHeadDim;
@@ -245,21 +256,25 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
     split_bf16x2(head_exists ? q[ch + 8] * s : 0.f, head_exists ? q[ch + 9] * s : 0.f, q_high[kt][1],
                  q_low[kt][1]);
   }
+  // Lane L copies 16-byte chunk L % 16 of rows L / 16 + 2i: one source address per tile, the
+  // others at constant offsets (32-bit offsets inside a page, computed once per item).
+  const uint32_t head_keys =
+      uint32_t(layout.full_key_offset(c.kv_head, 0)) + (l.lane >> 4) * kFullRowBytes + (l.lane & 15) * 16;
+  const uint32_t values_after_keys = uint32_t(layout.full_value_offset(0, 0));
+  const int page_size = int(layout.page_size_tokens);
   auto load = [&](int j, unsigned char* buffer) {
-    const int start = tiles.position(j);
-    const PageIds ids = a.page_table[c.row.page_table + start / layout.page_size_tokens];
-    const std::byte* page = a.full_pages + int64_t(ids.full) * layout.full_page_bytes;
-    const int slot = start % layout.page_size_tokens;
-    const std::byte* keys = page + layout.full_key_offset(c.kv_head, slot);
-    const std::byte* values = page + layout.full_value_offset(c.kv_head, slot);
+    const PagePosition at = page_position(tiles.position(j), page_size);
+    const PageIds ids = a.page_table[c.row.page_table + at.page];
+    const std::byte* keys =
+        a.full_pages + int64_t(ids.full) * layout.full_page_bytes + (head_keys + uint32_t(at.slot) * kFullRowBytes);
+    const std::byte* values = keys + values_after_keys;
     const uint32_t base = shared_address(buffer);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const int chunk = l.lane + 32 * i;
-      const int r = chunk >> 4, col = chunk & 15;
+      const int r = (l.lane >> 4) + 2 * i, col = l.lane & 15;
       const uint32_t dst = r * kFullRowBytes + ((col ^ (r & 7)) << 4);
-      cp_async_16(base + dst, keys + r * kFullRowBytes + col * 16);
-      cp_async_16(base + kTileTokens * kFullRowBytes + dst, values + r * kFullRowBytes + col * 16);
+      cp_async_16(base + dst, keys + 2 * i * kFullRowBytes);
+      cp_async_16(base + kTileTokens * kFullRowBytes + dst, values + 2 * i * kFullRowBytes);
     }
   };
   auto compute = [&](int j, unsigned char* buffer) {
@@ -492,14 +507,20 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 // overlap. Codes come from shared memory through ldmatrix (keys) and ldmatrix.trans (values) and
 // are unpacked without a subtraction: code e of a half-word is moved by one shift to bits 4-5, 6-7
 // or 8-9 and or-ed into the f16 64.0, which reads 64 + c, 64 + 4c or 64 + 16c exactly. The query
-// is divided by that factor, and the constant 64 is taken out per group afterwards: 64 * (sum of
-// the f16 query) for the scores, once per item; 64 * (sum of the f16 weights) for the outputs, by
-// one more mma against ones per m-tile. The constant is at most 64x a code step, so the f32
-// accumulation keeps ~18 bits of the codes' contribution (a 1024 + c magic would keep ~14).
+// is divided by that factor, and the constant 64 is taken out per group: 64 * (sum of the f16
+// query), computed once per item, is where the scores' accumulation starts; 64 * (sum of the f16
+// weights) for the outputs, by one more mma against ones per m-tile. The constant is at most 64x a
+// code step, so the f32 accumulation keeps ~18 bits of the codes' contribution (a 1024 + c magic
+// would keep ~14).
 constexpr int kSuperTokens = 64;
 constexpr uint32_t kMagic64 = 0x54005400u;  // f16x2 (64, 64)
 constexpr uint32_t kOnes = 0x3c003c00u;     // f16x2 (1, 1)
 
+// A stage holds a super-tile as stored: key codes, value codes, key parameters, value parameters
+// (the parameters token-major, so the value parameters follow the key parameters' 64 tokens).
+// q8 parameters are also decoded once per super-tile into (scale, zero) float pairs at the end of
+// the pool: the four lanes that share a row would each decode the same ones, a table lookup, a
+// conversion and two multiplies each; f16 and bf16 pairs convert in one or two instructions.
 template <int Group, ParamFormat Format>
 struct Int2Tile {
   static constexpr int kRowBytes = kHeadDim / 4;  // one token's codes
@@ -512,8 +533,43 @@ struct Int2Tile {
   static constexpr int kKeyParams = 2 * kSuperTokens * kRowBytes;
   static constexpr int kValueParams = kKeyParams + 4 * kMTileParamBytes;
   static constexpr int kBytes = kValueParams + 4 * kMTileParamBytes;
-  static constexpr int kStages = kPoolBytes / kBytes;
-  static_assert(kMTileParamBytes % 16 == 0 && kMTileParamBytes <= 16 * 16 && kStages >= 2, "INT2 tile");
+  static constexpr bool kDecodesParams = Format == ParamFormat::q8;
+  static constexpr int kParamsPerSuperTile = 2 * kSuperTokens * kGroups;  // keys', then values'
+  static constexpr int kDecodedBytes = kDecodesParams ? kParamsPerSuperTile * 8 : 0;
+  static constexpr int kStages = (kPoolBytes - kDecodedBytes) / kBytes;
+  static_assert(kMTileParamBytes % 16 == 0 && kMTileParamBytes <= 16 * 16 && kStages >= 3, "INT2 tile");
+};
+
+// The parameters of row `row` (0..15) of m-tile i of the super-tile in `buffer`, group grp.
+template <int Group, ParamFormat Format>
+struct Int2Params {
+  using Tile = Int2Tile<Group, Format>;
+  float2* decoded;  // the warp's decoded pairs (q8)
+  const float* q8_scales;
+
+  // q8: decodes the super-tile's parameters, each lane every 32nd. The pipeline's __syncwarp
+  // before each super-tile orders these writes after the previous super-tile's reads.
+  __device__ __forceinline__ void prepare(const unsigned char* buffer, int lane) const {
+    if constexpr (Tile::kDecodesParams) {
+      static_assert(Tile::kParamsPerSuperTile % 32 == 0);
+#pragma unroll
+      for (int k = 0; k < Tile::kParamsPerSuperTile / 32; ++k) {
+        const int e = lane + 32 * k;
+        const DeviceParams p = load_params<Format>(buffer + Tile::kKeyParams + e * Tile::kParamBytes, q8_scales);
+        decoded[e] = make_float2(p.scale, p.zero);
+      }
+      __syncwarp();
+    }
+  }
+  __device__ __forceinline__ DeviceParams get(const unsigned char* buffer, bool value, int i, int row,
+                                              int grp) const {
+    const int index = (value ? kSuperTokens * Tile::kGroups : 0) + (kTileTokens * i + row) * Tile::kGroups + grp;
+    if constexpr (Tile::kDecodesParams) {
+      const float2 pair = decoded[index];
+      return {pair.x, pair.y};
+    }
+    return load_params<Format>(buffer + Tile::kKeyParams + index * Tile::kParamBytes, q8_scales);
+  }
 };
 
 // Code rows are 32 bytes; the two 16-byte halves of row r trade places when bit 2 of r is set, so
@@ -643,16 +699,46 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
       (copies_value_params ? Tile::kValueParams : Tile::kKeyParams) + (l.lane % kParamChunks) * 16;
   const uint32_t param_chunk_offset = (l.lane % kParamChunks) * 16;
 
+  // Pages of a power of two >= 64 tokens hold whole super-tiles: those inside [begin, end) (all
+  // but an item's first and last) take one page lookup and one address per kind, the m-tiles at
+  // constant offsets from it. (The general loop below spent ~140 instructions a super-tile, a
+  // sixth of the kernel's, on page and address arithmetic.)
+  const bool whole_pages = (page_size & (page_size - 1)) == 0 && page_size >= kSuperTokens;
   auto load = [&](int j, unsigned char* buffer) {
     const int start = tiles.position(j);
     const uint32_t base = shared_address(buffer);
-    int page_index = start / page_size, slot = start - page_index * page_size;
+    if (whole_pages && start >= begin && start + kSuperTokens <= end) {
+      const PagePosition at = page_position(start, page_size);
+      const int32_t id = a.page_table[c.row.page_table + at.page].quantized;
+      const std::byte* page = a.quantized_pages + int64_t(id) * layout.quantized_page_bytes;
+      const uint32_t slot = uint32_t(at.slot);
+      const std::byte* keys = page + (key_codes + slot * Tile::kRowBytes);
+      const std::byte* values = page + (value_codes + slot * Tile::kRowBytes);
+      const std::byte* params_at = page + (param_source + slot * kParamBytesPerToken + param_chunk_offset);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination,
+                    keys + Tile::kMTileCodeBytes * i);
+        cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination,
+                    values + Tile::kMTileCodeBytes * i);
+        if (copies_params) cp_async_16(base + param_destination + i * Tile::kMTileParamBytes, params_at + i * Tile::kMTileParamBytes);
+      }
+      return;
+    }
+    const PagePosition first_at = page_position(start, page_size);
+    int page_index = first_at.page, slot = first_at.slot;
+    // One page lookup per page.
+    int looked_up = -1;
+    const std::byte* page = nullptr;
 #pragma unroll
     for (int i = 0; i < 4; ++i, slot += kTileTokens) {
       if (slot >= page_size) slot -= page_size, ++page_index;  // pages hold a multiple of 16 tokens
       if (!live(start, i)) continue;
-      const int32_t id = a.page_table[c.row.page_table + page_index].quantized;
-      const std::byte* page = a.quantized_pages + int64_t(id) * layout.quantized_page_bytes;
+      if (page_index != looked_up) {
+        looked_up = page_index;
+        const int32_t id = a.page_table[c.row.page_table + page_index].quantized;
+        page = a.quantized_pages + int64_t(id) * layout.quantized_page_bytes;
+      }
       const uint32_t codes_at = uint32_t(slot) * Tile::kRowBytes;
       cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination, page + (key_codes + codes_at));
       cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination, page + (value_codes + codes_at));
@@ -665,9 +751,12 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
 
   // Super-tiles inside [begin, end) take a branch-free body, so that the four m-tiles' mma chains
   // can be interleaved; the first and last ones skip or mask what lies outside.
+  const Int2Params<Group, Format> params{reinterpret_cast<float2*>(pool + kPoolBytes - Tile::kDecodedBytes),
+                                         c.q8_scales};
   auto compute_super_tile = [&](int start, unsigned char* buffer, auto inside) {
     constexpr bool kInside = decltype(inside)::value;
     const uint32_t codes = shared_address(buffer);
+    params.prepare(buffer, l.lane);
     // Scores of the four m-tiles: rows g, g+8; heads 2t, 2t+1.
     float s[4][4];
 #pragma unroll
@@ -677,21 +766,23 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
       // r[2h]: token g, r[2h + 1]: token g + 8; channels 64h + 16t + (0..7 | 8..15) per half-word.
       uint32_t r[4];
       ldmatrix_x4(r, codes + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + matrix_row);
+      // The dot products start from minus the constant 64's share, so they end as sum q * code.
       float dot[kGroups][4];
 #pragma unroll
-      for (int grp = 0; grp < kGroups; ++grp) dot[grp][0] = dot[grp][1] = dot[grp][2] = dot[grp][3] = 0.f;
+      for (int grp = 0; grp < kGroups; ++grp) {
+        dot[grp][0] = dot[grp][2] = -offset[grp][0];
+        dot[grp][1] = dot[grp][3] = -offset[grp][1];
+      }
       for_each_int2_tile<true>(r, [&](int kt, const uint32_t(&ka)[4]) { mma_f16(dot[16 * kt / Group], ka, q_b[kt]); });
-      const uint8_t* params = buffer + Tile::kKeyParams + i * Tile::kMTileParamBytes;
       s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
-        const DeviceParams p0 = load_params<Format>(params + (l.g * kGroups + grp) * Tile::kParamBytes, c.q8_scales);
-        const DeviceParams p1 =
-            load_params<Format>(params + ((l.g + 8) * kGroups + grp) * Tile::kParamBytes, c.q8_scales);
-        s[i][0] += p0.scale * (dot[grp][0] - offset[grp][0]) + p0.zero * q_sum[grp][0];
-        s[i][1] += p0.scale * (dot[grp][1] - offset[grp][1]) + p0.zero * q_sum[grp][1];
-        s[i][2] += p1.scale * (dot[grp][2] - offset[grp][0]) + p1.zero * q_sum[grp][0];
-        s[i][3] += p1.scale * (dot[grp][3] - offset[grp][1]) + p1.zero * q_sum[grp][1];
+        const DeviceParams p0 = params.get(buffer, false, i, l.g, grp);
+        const DeviceParams p1 = params.get(buffer, false, i, l.g + 8, grp);
+        s[i][0] += p0.scale * dot[grp][0] + p0.zero * q_sum[grp][0];
+        s[i][1] += p0.scale * dot[grp][1] + p0.zero * q_sum[grp][1];
+        s[i][2] += p1.scale * dot[grp][2] + p1.zero * q_sum[grp][0];
+        s[i][3] += p1.scale * dot[grp][3] + p1.zero * q_sum[grp][1];
       }
       if (!kInside && (start + kTileTokens * i < begin || start + kTileTokens * (i + 1) > end)) {
         mask_tile(s[i], start + kTileTokens * i, l.g, begin, end);
@@ -713,13 +804,11 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
     for (int i = 0; i < 4; ++i) {
       if (!kInside && !live(start, i)) continue;
       // Weights per value group: P * scale as the B operand, P * zero summed on the side.
-      const uint8_t* params = buffer + Tile::kValueParams + i * Tile::kMTileParamBytes;
       uint32_t weights[kGroups][2];
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
-        const DeviceParams p0 = load_params<Format>(params + (l.g * kGroups + grp) * Tile::kParamBytes, c.q8_scales);
-        const DeviceParams p1 =
-            load_params<Format>(params + ((l.g + 8) * kGroups + grp) * Tile::kParamBytes, c.q8_scales);
+        const DeviceParams p0 = params.get(buffer, true, i, l.g, grp);
+        const DeviceParams p1 = params.get(buffer, true, i, l.g + 8, grp);
         zero_acc[grp][0] += s[i][0] * p0.zero + s[i][2] * p1.zero;
         zero_acc[grp][1] += s[i][1] * p0.zero + s[i][3] * p1.zero;
         weights[grp][0] = movmatrix_trans(pack_f16x2(s[i][0] * p0.scale, s[i][1] * p0.scale));
@@ -771,7 +860,7 @@ __device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int 
     float sum = 0.f, out = 0.f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const float f = exp2f(merge[w * slice + head] - max);
+      const float f = fast_exp2(merge[w * slice + head] - max);
       sum += merge[w * slice + group + head] * f;
       out += merge[w * slice + 2 * group + head * kHeadDim + ch] * f;
     }

@@ -20,6 +20,8 @@ class DeviceKvPages {
   std::byte* quantized(int64_t layer) const {
     return quantized_layer_bytes_ == 0 ? nullptr : quantized_.data() + layer * quantized_layer_bytes_;
   }
+  int64_t full_layer_bytes() const { return full_layer_bytes_; }
+  int64_t quantized_layer_bytes() const { return quantized_layer_bytes_; }
   size_t bytes() const { return full_.bytes() + quantized_.bytes(); }
 
  private:

@@ -46,22 +46,32 @@ __device__ DeviceParams choose_params(const float (&x)[4], float lo, float hi, i
   return best;
 }
 
-// One warp per (token, KV head, keys or values): lane l holds channels 4l..4l+3.
+// The arenas of layer `layer` of the args' layers.
+__device__ __forceinline__ const std::byte* layer_full_pages(const KvMigrateArgs& args, int layer) {
+  return args.full_pages + layer * args.full_layer_bytes;
+}
+__device__ __forceinline__ std::byte* layer_quantized_pages(const KvMigrateArgs& args, int layer) {
+  return args.quantized_pages + layer * args.quantized_layer_bytes;
+}
+
+// One warp per (layer, token, KV head, keys or values): lane l holds channels 4l..4l+3.
 __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
   const PageLayout& layout = args.layout;
   const int lane = threadIdx.x % 32;
   const int bits = layout.bits;
   const int lanes_per_group = int(layout.group_size) / 4;
-  const int units = args.counts->migrate_tasks * args.num_kv_heads * 2;
-  for (int unit = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; unit < units;
-       unit += gridDim.x * kWarpsPerBlock) {
+  const int units_per_layer = args.counts->migrate_tasks * args.num_kv_heads * 2;
+  const int units = units_per_layer * args.num_layers;
+  for (int global_unit = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; global_unit < units;
+       global_unit += gridDim.x * kWarpsPerBlock) {
+    const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
     const MigrateTask task = args.tasks[unit / (2 * args.num_kv_heads)];
     const int kv_head = (unit / 2) % args.num_kv_heads;
     const bool is_value = unit % 2 == 1;
     if (!is_value && layout.keys_per_channel) continue;
     const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
     const int slot = task.position % layout.page_size_tokens;
-    const std::byte* full = args.full_pages + int64_t(ids.full) * layout.full_page_bytes +
+    const std::byte* full = layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
                             (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
     const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
     const float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
@@ -73,7 +83,7 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
     const DeviceParams p = choose_params(x, lo, hi, lanes_per_group, bits,
                                          is_value ? args.clip_ratio_v : args.clip_ratio_k, args.clip_search,
                                          layout.param_format, args.q8_scales);
-    std::byte* page = args.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
+    std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
     std::byte* codes = page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
     int packed = 0;
 #pragma unroll
@@ -91,19 +101,21 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
   }
 }
 
-// KIVI keys: one block per (token group, KV head), thread c = channel; every channel of the group's
-// tokens shares one (scale, zero).
+// KIVI keys: one block per (layer, token group, KV head), thread c = channel; every channel of the
+// group's tokens shares one (scale, zero).
 __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
   const PageLayout& layout = args.layout;
   const int c = threadIdx.x;
   const int bits = layout.bits;
-  const int units = args.counts->key_group_tasks * args.num_kv_heads;
-  for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+  const int units_per_layer = args.counts->key_group_tasks * args.num_kv_heads;
+  const int units = units_per_layer * args.num_layers;
+  for (int global_unit = blockIdx.x; global_unit < units; global_unit += gridDim.x) {
+    const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
     const KeyGroupTask task = args.key_groups[unit / args.num_kv_heads];
     const int kv_head = unit % args.num_kv_heads;
     const PageIds ids = args.page_table[task.page_table + task.first / layout.page_size_tokens];
     const int first_slot = task.first % layout.page_size_tokens;
-    const std::byte* full = args.full_pages + int64_t(ids.full) * layout.full_page_bytes;
+    const std::byte* full = layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes;
     auto key = [&](int t) {
       const auto* row = reinterpret_cast<const uint16_t*>(full + layout.full_key_offset(kv_head, first_slot + t));
       return __uint_as_float(uint32_t(row[c]) << 16);
@@ -133,7 +145,7 @@ __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
         }
       }
     }
-    std::byte* page = args.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
+    std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
     store_params(p, layout.param_format, args.q8_scales,
                  reinterpret_cast<uint8_t*>(page + layout.key_params(kv_head, first_slot, c)));
     const int per_byte = 8 / bits;
@@ -152,13 +164,13 @@ __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
 void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max_key_groups, cudaStream_t stream) {
   if (args.layout.bits == 0) return;
   if (max_tasks > 0) {
-    const int64_t units = max_tasks * args.num_kv_heads * 2;
+    const int64_t units = max_tasks * args.num_kv_heads * 2 * args.num_layers;
     const int64_t blocks = std::min<int64_t>((units + kWarpsPerBlock - 1) / kWarpsPerBlock, 4096);
     migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
     check_launch("migrate_tokens_kernel");
   }
   if (max_key_groups > 0) {
-    const int64_t blocks = std::min<int64_t>(max_key_groups * args.num_kv_heads, 4096);
+    const int64_t blocks = std::min<int64_t>(max_key_groups * args.num_kv_heads * args.num_layers, 4096);
     migrate_key_groups_kernel<<<unsigned(blocks), kHeadDim, 0, stream>>>(args);
     check_launch("migrate_key_groups_kernel");
   }

@@ -59,11 +59,15 @@ struct KvWriteArgs {
 void launch_kv_write(const KvWriteArgs& args, int64_t rows, cudaStream_t stream);
 
 // kv_migrate.cu: tokens leaving the recent window, quantized from their full-precision pages into
-// quantized pages (per-token groups; KIVI keys per channel over position-aligned token groups).
+// quantized pages (per-token groups; KIVI keys per channel over position-aligned token groups), in
+// `num_layers` consecutive layers whose arenas lie `*_layer_bytes` apart (DeviceKvPages).
 struct KvMigrateArgs {
   PageLayout layout;
-  const std::byte* full_pages = nullptr;
+  const std::byte* full_pages = nullptr;  // the first layer's arenas
   std::byte* quantized_pages = nullptr;
+  int num_layers = 1;
+  int64_t full_layer_bytes = 0;
+  int64_t quantized_layer_bytes = 0;
   const PageIds* page_table = nullptr;
   const MigrateTask* tasks = nullptr;
   const KeyGroupTask* key_groups = nullptr;

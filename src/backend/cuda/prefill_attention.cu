@@ -15,6 +15,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_codec.cuh"
+#include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
@@ -156,11 +157,11 @@ __device__ void softmax_tile(Shared& s) {
   const float old_max = s.max[row];
   const float new_max = fmaxf(old_max, tile_max);
   const bool nothing_yet = new_max == -INFINITY;  // no key of this row so far
-  const float correction = nothing_yet ? 1.0f : exp2f(old_max - new_max);
+  const float correction = nothing_yet ? 1.0f : fast_exp2(old_max - new_max);
   float total = 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    w[i] = nothing_yet ? 0.0f : exp2f(w[i] - new_max);
+    w[i] = nothing_yet ? 0.0f : fast_exp2(w[i] - new_max);
     total += w[i];
   }
   total += __shfl_xor_sync(0xffffffffu, total, 1);

@@ -7,12 +7,12 @@ namespace oscar::cuda {
 StepGraphs::~StepGraphs() { clear(); }
 
 void StepGraphs::clear() {
-  for (auto& [batch, graph] : graphs_) cudaGraphExecDestroy(graph);
+  for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph);
   graphs_.clear();
 }
 
-void StepGraphs::run(int64_t batch, cudaStream_t stream, const std::function<void()>& enqueue) {
-  auto found = graphs_.find(batch);
+void StepGraphs::run(StepGraphKey key, cudaStream_t stream, const std::function<void()>& enqueue) {
+  auto found = graphs_.find(key);
   if (found == graphs_.end()) {
     // Relaxed: cuBLAS queries kernel attributes while the step is recorded.
     check(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
@@ -29,7 +29,7 @@ void StepGraphs::run(int64_t batch, cudaStream_t stream, const std::function<voi
     const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     check(status, "cudaGraphInstantiate");
-    found = graphs_.emplace(batch, exec).first;
+    found = graphs_.emplace(key, exec).first;
   }
   check(cudaGraphLaunch(found->second, stream), "cudaGraphLaunch");
 }

@@ -1,15 +1,23 @@
 #pragma once
-// CUDA graphs of decode steps, one per batch size. A decode step launches the same kernels with the
-// same grids at every context length (the attention kernels are persistent and read their work
-// counts from the device), so the graph recorded for a batch size replays for every later step of
-// that size until a buffer it reads moves (then clear() drops them all).
+// CUDA graphs of decode steps, one per batch size and placement of the migration (before the first
+// layer or in each layer, LaunchSizes::migrate_first). A decode step launches the same kernels with
+// the same grids at every context length (the attention kernels are persistent and read their work
+// counts from the device), so the graph recorded for a key replays for every later step with that
+// key until a buffer it reads moves (then clear() drops them all).
 #include <cuda_runtime.h>
 
+#include <compare>
 #include <cstdint>
 #include <functional>
 #include <map>
 
 namespace oscar::cuda {
+
+struct StepGraphKey {
+  int64_t batch = 0;
+  bool migrate_first = false;
+  auto operator<=>(const StepGraphKey&) const = default;
+};
 
 class StepGraphs {
  public:
@@ -19,11 +27,11 @@ class StepGraphs {
   ~StepGraphs();
 
   void clear();
-  // Replays the graph of `batch`, recording it first from `enqueue` under stream capture.
-  void run(int64_t batch, cudaStream_t stream, const std::function<void()>& enqueue);
+  // Replays the graph of `key`, recording it first from `enqueue` under stream capture.
+  void run(StepGraphKey key, cudaStream_t stream, const std::function<void()>& enqueue);
 
  private:
-  std::map<int64_t, cudaGraphExec_t> graphs_;
+  std::map<StepGraphKey, cudaGraphExec_t> graphs_;
 };
 
 }  // namespace oscar::cuda

@@ -66,12 +66,20 @@ StepCounts StepPlan::counts() const {
           int32_t(key_groups.size())};
 }
 
-int64_t decode_split_tokens(int64_t total_key_positions, const StepPlanShape& shape) {
+int64_t decode_split_tokens(int64_t total_key_positions, int64_t longest_row, bool quantized_cache,
+                            const StepPlanShape& shape) {
   const int64_t work = total_key_positions * shape.num_kv_heads;
-  const int64_t target = std::max<int64_t>(1, 2 * shape.resident_blocks);
-  const int64_t split = (work / target + kDecodeSplitAlignment - 1) / kDecodeSplitAlignment *
-                        kDecodeSplitAlignment;
-  return std::clamp<int64_t>(split, 256, 4096);
+  auto split_for_waves = [&](int64_t waves) {
+    const int64_t target = std::max<int64_t>(1, waves * shape.resident_blocks);
+    const int64_t split = (work / target + kDecodeSplitAlignment - 1) / kDecodeSplitAlignment *
+                          kDecodeSplitAlignment;
+    return std::clamp<int64_t>(split, kDecodeSplitAlignment, 4096);
+  };
+  if (quantized_cache) {
+    const int64_t one_wave = split_for_waves(1);
+    if (4 * one_wave <= longest_row) return one_wave;
+  }
+  return split_for_waves(2);
 }
 
 StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
@@ -80,13 +88,20 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
   const int64_t heads = shape.num_kv_heads;
   const int64_t block_tokens = std::max<int64_t>(1, kBlockQueryRows / shape.group);
   plan.decode_only = !steps.empty();
-  int64_t decode_positions = 0;
+  int64_t decode_positions = 0, longest_decode_row = 0;
   for (const SequenceStep& step : steps) {
     require(step.kv != nullptr && !step.tokens.empty(), "forward: a step needs tokens and pages");
     if (step.tokens.size() != 1) plan.decode_only = false;
-    if (step.tokens.size() == 1) decode_positions += step.kv->num_tokens() + 1;
+    if (step.tokens.size() == 1) {
+      decode_positions += step.kv->num_tokens() + 1;
+      longest_decode_row = std::max(longest_decode_row, step.kv->num_tokens() + 1);
+    }
   }
-  plan.decode_split_tokens = decode_split_tokens(decode_positions, shape);
+  plan.decode_split_tokens =
+      shape.split_tokens > 0 ? shape.split_tokens
+                              : decode_split_tokens(decode_positions, longest_decode_row, kv.quantized(), shape);
+  require(plan.decode_split_tokens % kDecodeSplitAlignment == 0,
+          "CUDA step plan: the decode split {} is not a multiple of {}", plan.decode_split_tokens, kDecodeSplitAlignment);
   const int64_t split = plan.decode_split_tokens;
   const int64_t split_units = split * std::max<int64_t>(1, shape.resident_blocks);
   const int64_t waves = (decode_positions * heads + split_units - 1) / split_units;
@@ -128,6 +143,7 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
       }
       plan.combine.push_back({narrow(base), narrow(splits), narrow(heads)});
       plan.partial_records += splits * heads;
+      plan.max_splits = std::max(plan.max_splits, splits);
     } else {
       for (int64_t j = 0; j < count; j += block_tokens) {
         const int64_t n = std::min(block_tokens, count - j);
@@ -136,12 +152,14 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
                                     narrow(base)});
         for (int64_t r = 0; r < n; ++r) plan.combine.push_back({narrow(base + r * heads), 1, narrow(heads)});
         plan.partial_records += n * heads;
+        plan.max_splits = std::max<int64_t>(plan.max_splits, 1);
       }
     }
     // Tokens leaving the recent window during this step (CpuKvStore::quantize's range).
     const int64_t q0 = quantized_end(kv, cached, until);
     const int64_t q1 = quantized_end(kv, cached + count, until);
     for (int64_t p = q0; p < q1; ++p) plan.migrate.push_back({narrow(p), narrow(table)});
+    if (q0 < q1 && q1 > cached) plan.migrations_read_earlier_steps = false;
     if (kv.keys_per_channel() && q0 < q1) {
       const int64_t g = kv.group_size;
       for (int64_t group_start = q0 / g * g; group_start < q1; group_start += g) {

@@ -22,6 +22,7 @@ struct StepPlanShape {
   int64_t group = 0;             // query heads per KV head
   bool fast_decode = false;      // single-token rows go to the split-K decode kernel
   int64_t resident_blocks = 1;   // attention blocks the GPU runs at once (sets the split size)
+  int64_t split_tokens = 0;      // > 0: this decode split instead of decode_split_tokens() (benchmarks)
 };
 
 struct StepPlan {
@@ -35,8 +36,12 @@ struct StepPlan {
   std::vector<KeyGroupTask> key_groups;
   std::vector<int32_t> logit_rows;
   int64_t partial_records = 0;
+  int64_t max_splits = 0;           // the most partial records of one row (CombineTask::count)
   int64_t decode_split_tokens = 0;  // key positions per split of a decode row
   bool decode_only = false;         // every sequence adds exactly one token
+  // Every token leaving the recent window was written by an earlier step (a decode step with a
+  // recent window): nothing this step writes is migrated, so all layers' migrations can run first.
+  bool migrations_read_earlier_steps = true;
 
   StepCounts counts() const;
 };
@@ -44,11 +49,16 @@ struct StepPlan {
 StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
                         const StepPlanShape& shape);
 
-// Key positions per split: enough splits for about two waves of `resident_blocks` (the decode
-// kernel's blocks take splits as they finish; smaller splits would pay each split's pipeline fill
-// and merge more often, which costs more than it evens out at batch 1), each split a multiple of
-// kDecodeSplitAlignment between 256 and 4096 positions. Each row's share of the last wave is cut
-// into quarter splits, which the blocks take last (make_step_plan), to even out the launch's end.
-int64_t decode_split_tokens(int64_t total_key_positions, const StepPlanShape& shape);
+// Key positions per split, a multiple of kDecodeSplitAlignment between 256 and 4096: about one wave
+// of `resident_blocks` splits for a quantized cache whose longest row still gets four splits (each
+// row's share of the last wave is then cut into quarter splits, which the blocks take last, see
+// make_step_plan), else about two waves (bf16 rows keep even splits; a row of one or two long splits
+// gets no finer tail). Measured on the H100 (oscar bench decode-attention --split-tokens,
+// docs/bench): INT2 32K x 1 took 25.1 us at 768 vs 30.0 at 512, 32K x 8 82.1 us at 4096 vs 91.7 at
+// 2816; but 8K x 32 117 us at 4096 vs 98 at 2816, and even bf16 splits one wave long were 12% slower
+// at 32K x 8 (447 us vs 400). Smaller splits pay each split's pipeline fill and merge more often,
+// larger ones leave blocks idle at the end.
+int64_t decode_split_tokens(int64_t total_key_positions, int64_t longest_row, bool quantized_cache,
+                            const StepPlanShape& shape);
 
 }  // namespace oscar::cuda

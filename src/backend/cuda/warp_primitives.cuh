@@ -2,7 +2,7 @@
 // Thin wrappers over the PTX the attention kernels use (sm_80+; built for sm_90a):
 //   mma.m16n8k16 with f32 accumulators, ldmatrix (plain and transposed), movmatrix (an 8x8 b16
 //   transpose inside a warp), cp.async (16-byte global -> shared copies that bypass registers),
-//   lop3 and packed f16 subtraction for unpacking integer codes into exact f16 values.
+//   lop3 and packed f16 subtraction for unpacking integer codes into exact f16 values, ex2.
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16"), lane = 4 * g + t:
 //   A (16x16): reg0 = (row g, cols 2t, 2t+1), reg1 = (row g+8, same cols),
 //              reg2 = (row g, cols 2t+8, 2t+9), reg3 = (row g+8, cols 2t+8, 2t+9);
@@ -92,6 +92,14 @@ __device__ __forceinline__ float2 unpack_f16x2(uint32_t value) {
 }
 __device__ __forceinline__ float2 unpack_bf16x2(uint32_t value) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&value));
+}
+
+// 2^x as one MUFU.EX2: results below 2^-126 flush to zero. exp2f keeps them as denormals with
+// three more instructions per call, which the softmax weights (at most 1, summed) never need.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
 }
 
 // value = high + low with high the 16-bit rounding of value: two mma passes give ~22 bits.
