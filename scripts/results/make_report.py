@@ -280,8 +280,10 @@ def main():
     if calibration.exists():
         lines += ["## Calibration report", "", "```", calibration.read_text().rstrip(), "```", ""]
     if (OUT / "experiments.md").exists():
-        lines += ["## Ideas tried and not adopted", "",
-                  "Key centering and calibration variants, with their numbers: [experiments.md](experiments.md).", ""]
+        lines += ["## Experiments", "",
+                  "Key centering and calibration variants (not adopted), and OSCAR keys rounded with error "
+                  "feedback (`--kv-key-error-feedback`, CPU backend, not yet the default), with their numbers: "
+                  "[experiments.md](experiments.md).", ""]
     (OUT / "README.md").write_text("\n".join(lines))
 
 

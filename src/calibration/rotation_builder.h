@@ -6,15 +6,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "quant/hadamard.h"  // bit_reversal_permutation
+
 namespace oscar {
 
 struct SpectralRotation {
   std::vector<double> rotation;     // D x D row-major: a row vector x is stored as x R
   std::vector<double> eigenvalues;  // decreasing
 };
-
-// perm[j] for P_br = I[:, perm], given eigenvalues in U's column order.
-std::vector<int64_t> bit_reversal_permutation(const std::vector<double>& eigenvalues);
 
 // `covariance`: D x D row-major (need not be exactly symmetric).
 SpectralRotation spectral_rotation(const std::vector<double>& covariance, int64_t head_dim);

@@ -29,6 +29,9 @@ void add_model_options(CLI::App& command, ModelOptions& o) {
                             "ratios; default for oscar unless --kv-clip-k/--kv-clip-v are given)");
   command.add_flag_callback("--no-kv-clip-search", [&o] { o.kv_clip_search = false; },
                             "fixed clip ratios (--kv-clip-k, --kv-clip-v)");
+  command.add_flag("--kv-key-error-feedback", o.kv_key_error_feedback,
+                   "oscar: round each key channel in turn and carry its error into the channels not yet "
+                   "rounded, weighted by the calibrated query covariance (CPU backend only for now)");
   command.add_option("--kv-sink-tokens", o.kv_sink_tokens, "first tokens kept in bf16")
       ->capture_default_str();
   command.add_option("--kv-recent-tokens", o.kv_recent_tokens, "most recent tokens kept in bf16")
@@ -71,6 +74,10 @@ void apply_quantization_options(const ModelOptions& o, KvCacheConfig& c) {
   c.clip_ratio_v = o.kv_clip_v.value_or(oscar ? 0.92f : 1.0f);
   const bool explicit_ratios = o.kv_clip_k.has_value() || o.kv_clip_v.has_value();
   c.clip_search = o.kv_clip_search.value_or(oscar && !explicit_ratios);
+  c.key_error_feedback = o.kv_key_error_feedback;
+  require(!c.key_error_feedback || (oscar && c.quantized()),
+          "--kv-key-error-feedback needs --kv-method oscar and a quantized --kv-cache-dtype (it weighs key "
+          "errors by the query covariance in the rotations file)");
 }
 
 DeviceKind device_kind(const ModelOptions& o) {

@@ -1,7 +1,9 @@
 #include "quant/hadamard.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <numeric>
 
 #include "util/error.h"
 
@@ -19,6 +21,20 @@ std::vector<double> hadamard_matrix(int64_t n) {
     }
   }
   return h;
+}
+
+std::vector<int64_t> bit_reversal_permutation(const std::vector<double>& eigenvalues) {
+  const int64_t d = int64_t(eigenvalues.size());
+  require(is_power_of_two(d), "OSCAR rotation needs a power-of-two head_dim, got {}", d);
+  const int bits = std::countr_zero(uint64_t(d));
+  std::vector<int64_t> order(static_cast<size_t>(d));
+  std::iota(order.begin(), order.end(), 0);
+  // Decreasing eigenvalue; ties broken by index so the result is deterministic.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return eigenvalues[size_t(a)] > eigenvalues[size_t(b)]; });
+  std::vector<int64_t> perm(static_cast<size_t>(d));
+  for (int64_t i = 0; i < d; ++i) perm[size_t(bit_reverse(i, bits))] = order[size_t(i)];
+  return perm;
 }
 
 int64_t bit_reverse(int64_t index, int bits) {

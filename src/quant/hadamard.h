@@ -12,4 +12,8 @@ std::vector<double> hadamard_matrix(int64_t n);  // row-major n x n
 // Bit reversal of `index` over `bits` bits (the order OSCAR's P_br places eigen-directions in).
 int64_t bit_reverse(int64_t index, int bits);
 
+// perm[j] for OSCAR's P_br = I[:, perm], given the eigenvalues in U's column order: perm[br(i)] =
+// order[i], order = eigenvalue indices by decreasing eigenvalue (ties by index).
+std::vector<int64_t> bit_reversal_permutation(const std::vector<double>& eigenvalues);
+
 }  // namespace oscar

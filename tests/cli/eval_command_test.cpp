@@ -1,8 +1,10 @@
 // `oscar calibrate` and `oscar eval` as a user runs them: a small calibration, perplexity with the
 // JSON fields scripts read, needle-in-a-haystack and attention-error reports with their figures,
-// OSCAR's defaults, and rotation files that belong to another model refused with a clear error.
+// OSCAR's defaults, key error feedback, and rotation files that belong to another model refused
+// with a clear error.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -89,6 +91,26 @@ TEST(EvalCommand, FixedClipRatiosWhenTheSearchIsOff) {
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_NE(parse_json(r.stdout_text)["kv"].get<std::string>().find("f16 clip 0.96/0.92"), std::string::npos)
       << r.stdout_text;
+}
+
+// Keys rounded with error feedback change the codes, not the format; other methods refuse the flag.
+TEST(EvalCommand, KeyErrorFeedbackRunsForOscarOnly) {
+  const std::string oscar = "eval ppl --windows 1 --context 256 --json --kv-cache-dtype int2 --kv-method oscar "
+                            "--kv-sink-tokens 16 --kv-recent-tokens 32 --kv-rotations " + rotations_file();
+  const CommandResult nearest = run_oscar(oscar);
+  const CommandResult fed_back = run_oscar(oscar + " --kv-key-error-feedback");
+  ASSERT_EQ(nearest.exit_code, 0) << nearest.stderr_text;
+  ASSERT_EQ(fed_back.exit_code, 0) << fed_back.stderr_text;
+  const auto n = parse_json(nearest.stdout_text), f = parse_json(fed_back.stdout_text);
+  EXPECT_NE(f["kv"].get<std::string>().find("key feedback"), std::string::npos) << f["kv"];
+  EXPECT_EQ(f["bpe_128k"].get<double>(), n["bpe_128k"].get<double>());
+  EXPECT_NE(f["ppl"].get<double>(), n["ppl"].get<double>());
+  EXPECT_LT(std::abs(f["ppl"].get<double>() / n["ppl"].get<double>() - 1.0), 0.05);
+  const CommandResult naive = run_oscar("eval ppl --windows 1 --context 128 --kv-cache-dtype int2 --kv-method naive "
+                                        "--kv-key-error-feedback");
+  EXPECT_NE(naive.exit_code, 0);
+  EXPECT_NE(naive.stderr_text.find("--kv-key-error-feedback needs --kv-method oscar"), std::string::npos)
+      << naive.stderr_text;
 }
 
 TEST(EvalCommand, NeedleReportAndHeatMap) {

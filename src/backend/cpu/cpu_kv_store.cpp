@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "quant/group_codec.h"
+#include "quant/key_error_feedback.h"
 #include "util/error.h"
 #include "util/half.h"
 
@@ -99,20 +100,41 @@ void CpuKvStore::read_full(int64_t layer, const std::vector<LogicalPage>& pages,
   }
 }
 
-void CpuKvStore::quantize_token_groups(std::byte* page, int64_t kv_head, int64_t slot,
+void CpuKvStore::set_key_feedback(std::vector<std::vector<float>> factors) {
+  require(factors.empty() || int64_t(factors.size()) == int64_t(quantized_arenas_.size()) * layout_.num_kv_heads,
+          "key error feedback: {} factors for {} layers x {} KV heads", factors.size(), quantized_arenas_.size(),
+          layout_.num_kv_heads);
+  key_feedback_ = std::move(factors);
+}
+
+void CpuKvStore::quantize_token_groups(std::byte* page, int64_t layer, int64_t kv_head, int64_t slot,
                                        const float* row, bool is_key) {
   const int bits = layout_.bits;
   const int64_t g = layout_.group_size;
+  const int64_t d = layout_.head_dim;
   const ClipPolicy clip = is_key ? config_.key_clip() : config_.value_clip();
   auto* codes = reinterpret_cast<uint8_t*>(
       page + (is_key ? layout_.key_codes(kv_head, slot) : layout_.value_codes(kv_head, slot)));
-  for (int64_t group = 0; group < layout_.head_dim / g; ++group) {
-    const std::span<const float> values(row + group * g, size_t(g));
-    const GroupParams params = choose_group_params(values, bits, clip, layout_.param_format);
-    quantize_group(values, params, bits, codes + packed_bytes(int(group * g), bits));
+  std::vector<GroupParams> params(size_t(d / g));
+  for (int64_t group = 0; group < d / g; ++group) {
+    params[size_t(group)] =
+        choose_group_params(std::span<const float>(row + group * g, size_t(g)), bits, clip, layout_.param_format);
+  }
+  // With error feedback the codes come from the running values; the parameters stay the nearest
+  // rounding's.
+  std::vector<float> fed_back;
+  if (is_key && !key_feedback_.empty()) {
+    fed_back.resize(size_t(d));
+    round_key_with_feedback(std::span<const float>(row, size_t(d)), params, int(g), bits,
+                            key_feedback_[size_t(layer * layout_.num_kv_heads + kv_head)], fed_back);
+    row = fed_back.data();
+  }
+  for (int64_t group = 0; group < d / g; ++group) {
+    quantize_group(std::span<const float>(row + group * g, size_t(g)), params[size_t(group)], bits,
+                   codes + packed_bytes(int(group * g), bits));
     const int64_t params_offset =
         is_key ? layout_.key_params(kv_head, slot, group) : layout_.value_params(kv_head, slot, group);
-    store_params(params, layout_.param_format, reinterpret_cast<uint8_t*>(page + params_offset));
+    store_params(params[size_t(group)], layout_.param_format, reinterpret_cast<uint8_t*>(page + params_offset));
   }
 }
 
@@ -126,8 +148,8 @@ void CpuKvStore::quantize(int64_t layer, const std::vector<LogicalPage>& pages, 
     const int64_t slot = position % layout_.page_size_tokens;
     for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
       read_full(layer, pages, h, position, position + 1, keys.data(), values.data());
-      if (!layout_.keys_per_channel) quantize_token_groups(target, h, slot, keys.data(), true);
-      quantize_token_groups(target, h, slot, values.data(), false);
+      if (!layout_.keys_per_channel) quantize_token_groups(target, layer, h, slot, keys.data(), true);
+      quantize_token_groups(target, layer, h, slot, values.data(), false);
     }
   }
   if (layout_.keys_per_channel) quantize_key_channels(layer, pages, begin, end);

@@ -34,6 +34,10 @@ class CpuKvStore {
 
   size_t bytes_allocated() const;
 
+  // Keys rounded with error feedback (quant/key_error_feedback.h): the factor of each (layer, KV
+  // head), [layers][kv_heads][head_dim * head_dim]; empty: nearest rounding.
+  void set_key_feedback(std::vector<std::vector<float>> factors);
+
  private:
   std::byte* full_page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position);
   const std::byte* full_page(int64_t layer, const std::vector<LogicalPage>& pages,
@@ -42,7 +46,7 @@ class CpuKvStore {
   const std::byte* quantized_page(int64_t layer, const std::vector<LogicalPage>& pages,
                                   int64_t position) const;
   void load_full_row(const std::byte* source, float* out) const;
-  void quantize_token_groups(std::byte* page, int64_t kv_head, int64_t slot, const float* row,
+  void quantize_token_groups(std::byte* page, int64_t layer, int64_t kv_head, int64_t slot, const float* row,
                              bool is_key);
   void quantize_key_channels(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin,
                              int64_t end);
@@ -52,6 +56,7 @@ class CpuKvStore {
   KvPageCounts capacity_;
   std::vector<std::vector<std::byte>> full_arenas_;       // per layer
   std::vector<std::vector<std::byte>> quantized_arenas_;  // per layer
+  std::vector<std::vector<float>> key_feedback_;          // per layer x KV head, or empty
 };
 
 }  // namespace oscar

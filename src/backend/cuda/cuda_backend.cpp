@@ -40,6 +40,9 @@ void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
   require(config.group_size() >= 1 && config.group_size() <= 8,
           "--device cuda: {} query heads per KV head is not supported (1..8)", config.group_size());
   require(kv.dtype != KvDtype::f32, "--device cuda: --kv-dtype f32 exists on the CPU reference only");
+  require(!kv.key_error_feedback,
+          "--device cuda: --kv-key-error-feedback runs on the CPU backend only (the migration kernel does not "
+          "mirror it yet)");
   require(kv.page_size_tokens % 16 == 0, "--device cuda: --kv-page-size must be a multiple of 16, got {}",
           kv.page_size_tokens);
   if (kv.quantized()) {

@@ -1,0 +1,49 @@
+#include "quant/key_error_feedback.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "quant/hadamard.h"
+#include "util/error.h"
+
+namespace oscar {
+
+std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decreasing, double damping) {
+  const int64_t d = int64_t(eigenvalues_decreasing.size());
+  // U's columns (and the eigenvalues that spectral_rotation permutes by) are in increasing order.
+  std::vector<double> increasing(eigenvalues_decreasing.rbegin(), eigenvalues_decreasing.rend());
+  const std::vector<int64_t> perm = bit_reversal_permutation(increasing);
+  const std::vector<double> h = hadamard_matrix(d);
+  // B = U^T R = H P: B[k][j] = H[k][perm[j]]; M = B^T diag(lambda) B.
+  Eigen::MatrixXd b(d, d);
+  for (int64_t k = 0; k < d; ++k)
+    for (int64_t j = 0; j < d; ++j) b(k, j) = h[size_t(k * d + perm[size_t(j)])];
+  const Eigen::VectorXd lambda = Eigen::Map<const Eigen::VectorXd>(increasing.data(), d).cwiseMax(0.0);
+  Eigen::MatrixXd m = b.transpose() * lambda.asDiagonal() * b;
+  m.diagonal().array() += damping * std::max(lambda.mean(), 1e-30);
+  const Eigen::LLT<Eigen::MatrixXd> inverse_factor(m.inverse());
+  require(inverse_factor.info() == Eigen::Success, "key error feedback: the damped query covariance is not positive definite");
+  const Eigen::MatrixXd upper = inverse_factor.matrixU();
+  std::vector<float> factor(size_t(d * d));
+  for (int64_t j = 0; j < d; ++j)
+    for (int64_t l = 0; l < d; ++l) factor[size_t(j * d + l)] = float(upper(j, l));
+  return factor;
+}
+
+void round_key_with_feedback(std::span<const float> row, std::span<const GroupParams> params, int group_size,
+                             int bits, std::span<const float> factor, std::span<float> dequantized) {
+  const size_t d = row.size();
+  std::vector<float> running(row.begin(), row.end());
+  const float top = float((1 << bits) - 1);
+  for (size_t j = 0; j < d; ++j) {
+    const GroupParams p = params[j / size_t(group_size)];
+    const float code = std::clamp(std::nearbyint((running[j] - p.zero) / p.scale), 0.0f, top);
+    dequantized[j] = code * p.scale + p.zero;
+    const float error = (running[j] - dequantized[j]) / factor[j * d + j];
+    for (size_t l = j + 1; l < d; ++l) running[l] = std::fma(-error, factor[j * d + l], running[l]);
+  }
+}
+
+}  // namespace oscar

@@ -1,0 +1,34 @@
+#pragma once
+// OSCAR keys rounded with error feedback. A key's rounding error e (in the rotated space where keys
+// are stored) changes a query's score by q_rot . e, whose mean square over the calibration queries
+// is e^T M e with M = R^T C_Q R = (H P)^T diag(lambda) (H P) (R = U H P, C_Q = U diag(lambda) U^T).
+// Rounding to nearest spreads the error evenly over the eigen-directions of C_Q, the few strong
+// ones included; rounding the channels in turn and carrying each one's error into the channels not
+// yet rounded (the GPTQ update, with M as the Hessian) moves it towards the directions queries
+// rarely take. Group parameters (scale, zero) are chosen as before; only the codes differ, so the
+// stored format and every reader stay the same.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "quant/group_codec.h"
+
+namespace oscar {
+
+// M is damped by this fraction of its mean eigenvalue before it is inverted (GPTQ's default): the
+// smallest eigenvalues of C_Q are near zero.
+inline constexpr double kKeyFeedbackDamping = 0.01;
+
+// The upper Cholesky factor F of (M + damping * mean(lambda) * I)^-1 (= F^T F), D x D row-major,
+// from C_Q's eigenvalues in decreasing order as `oscar calibrate` stores them.
+std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decreasing,
+                                       double damping = kKeyFeedbackDamping);
+
+// Rounds one rotated key row of D channels with error feedback: channel j takes the nearest code of
+// its group's `params` (groups of `group_size` channels) for its running value, and its error,
+// divided by F[j][j], is subtracted from channels l > j times F[j][l]. `dequantized` receives each
+// channel's code * scale + zero (quantize_group recovers the codes from it).
+void round_key_with_feedback(std::span<const float> row, std::span<const GroupParams> params, int group_size,
+                             int bits, std::span<const float> factor, std::span<float> dequantized);
+
+}  // namespace oscar
