@@ -103,7 +103,7 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
     for (int64_t s = 0; s < batch; ++s) steps.push_back({std::span(&tokens[size_t(s)], 1), &set.sequences[size_t(s)], false});
     const StepPlan plan = make_step_plan(steps, kv, shape);
     partial_records = std::max(partial_records, plan.partial_records);
-    max_splits = std::max(max_splits, plan.max_splits);
+    max_splits = std::max(max_splits, plan.max_splits());
     split = plan.decode_split_tokens;
     device_steps.push_back(std::make_unique<DeviceStep>());
     device_steps.back()->upload(plan, nullptr);

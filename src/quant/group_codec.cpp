@@ -76,12 +76,15 @@ GroupParams choose_group_params(std::span<const float> values, int bits, ClipPol
   return best;
 }
 
+int quantize_code(float value, GroupParams params, int bits) {
+  const float scaled = std::nearbyint((value - params.zero) / params.scale);
+  return int(std::clamp(scaled, 0.0f, float((1 << bits) - 1)));
+}
+
 void quantize_group(std::span<const float> values, GroupParams params, int bits, uint8_t* codes) {
-  const int max_code = (1 << bits) - 1;
   std::memset(codes, 0, size_t(packed_bytes(int(values.size()), bits)));
   for (size_t i = 0; i < values.size(); ++i) {
-    const float scaled = std::nearbyint((values[i] - params.zero) / params.scale);
-    const int code = int(std::clamp(scaled, 0.0f, float(max_code)));
+    const int code = quantize_code(values[i], params, bits);
     const size_t bit = i * size_t(bits);
     codes[bit / 8] |= uint8_t(code << (bit % 8));
   }

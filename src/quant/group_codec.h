@@ -49,6 +49,9 @@ GroupParams params_for_range(float lo, float hi, int bits, ParamFormat format);
 GroupParams choose_group_params(std::span<const float> values, int bits, ClipPolicy clip,
                                 ParamFormat format);
 
+// The code of one value: its nearest grid point of `params`, clamped to [0, 2^bits - 1].
+int quantize_code(float value, GroupParams params, int bits);
+
 // Quantizes `values` with `params` into packed codes (packed_bytes(values.size(), bits) bytes).
 void quantize_group(std::span<const float> values, GroupParams params, int bits, uint8_t* codes);
 

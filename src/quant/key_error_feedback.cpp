@@ -3,7 +3,6 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "quant/hadamard.h"
 #include "util/error.h"
@@ -36,11 +35,9 @@ void round_key_with_feedback(std::span<const float> row, std::span<const GroupPa
                              int bits, std::span<const float> factor, std::span<float> dequantized) {
   const size_t d = row.size();
   std::vector<float> running(row.begin(), row.end());
-  const float top = float((1 << bits) - 1);
   for (size_t j = 0; j < d; ++j) {
     const GroupParams p = params[j / size_t(group_size)];
-    const float code = std::clamp(std::nearbyint((running[j] - p.zero) / p.scale), 0.0f, top);
-    dequantized[j] = code * p.scale + p.zero;
+    dequantized[j] = float(quantize_code(running[j], p, bits)) * p.scale + p.zero;
     const float error = (running[j] - dequantized[j]) / factor[j * d + j];
     for (size_t l = j + 1; l < d; ++l) running[l] = std::fma(-error, factor[j * d + l], running[l]);
   }

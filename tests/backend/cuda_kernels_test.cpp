@@ -319,7 +319,7 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   launch_decode_attention(args, decode_attention_resident_blocks(layout), nullptr);
   DeviceBuffer<__nv_bfloat16> out(size_t(int64_t(contexts.size()) * q_width));
   DeviceBuffer<float> out_float(out.size());
-  launch_attention_combine(device_step.combine(), int64_t(contexts.size()), plan.max_splits, partials.data(),
+  launch_attention_combine(device_step.combine(), int64_t(contexts.size()), plan.max_splits(), partials.data(),
                            num_kv_heads, a.query_group, d, out.data(), out_float.data(), nullptr);
   const auto actual = to_host(out_float, out_float.size());
   std::vector<std::byte> host_full(full.bytes()), host_quantized(quantized.bytes());

@@ -149,7 +149,7 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
   sizes.rows = rows;
   sizes.logit_rows = logit_rows;
   sizes.block_items = int64_t(plan.block_items.size());
-  sizes.max_splits = plan.max_splits;
+  sizes.max_splits = plan.max_splits();
   sizes.decode_items = !plan.decode_items.empty();
   sizes.migrate_bound = int64_t(plan.migrate.size());
   sizes.key_groups = int64_t(plan.key_groups.size());

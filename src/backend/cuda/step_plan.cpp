@@ -66,6 +66,12 @@ StepCounts StepPlan::counts() const {
           int32_t(key_groups.size())};
 }
 
+int64_t StepPlan::max_splits() const {
+  int64_t most = 0;
+  for (const CombineTask& task : combine) most = std::max<int64_t>(most, task.count);
+  return most;
+}
+
 int64_t decode_split_tokens(int64_t total_key_positions, int64_t longest_row, bool quantized_cache,
                             const StepPlanShape& shape) {
   const int64_t work = total_key_positions * shape.num_kv_heads;
@@ -143,7 +149,6 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
       }
       plan.combine.push_back({narrow(base), narrow(splits), narrow(heads)});
       plan.partial_records += splits * heads;
-      plan.max_splits = std::max(plan.max_splits, splits);
     } else {
       for (int64_t j = 0; j < count; j += block_tokens) {
         const int64_t n = std::min(block_tokens, count - j);
@@ -152,7 +157,6 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
                                     narrow(base)});
         for (int64_t r = 0; r < n; ++r) plan.combine.push_back({narrow(base + r * heads), 1, narrow(heads)});
         plan.partial_records += n * heads;
-        plan.max_splits = std::max<int64_t>(plan.max_splits, 1);
       }
     }
     // Tokens leaving the recent window during this step (CpuKvStore::quantize's range).

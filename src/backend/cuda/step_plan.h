@@ -36,7 +36,6 @@ struct StepPlan {
   std::vector<KeyGroupTask> key_groups;
   std::vector<int32_t> logit_rows;
   int64_t partial_records = 0;
-  int64_t max_splits = 0;           // the most partial records of one row (CombineTask::count)
   int64_t decode_split_tokens = 0;  // key positions per split of a decode row
   bool decode_only = false;         // every sequence adds exactly one token
   // Every token leaving the recent window was written by an earlier step (a decode step with a
@@ -44,6 +43,7 @@ struct StepPlan {
   bool migrations_read_earlier_steps = true;
 
   StepCounts counts() const;
+  int64_t max_splits() const;  // the most partial records of one row (CombineTask::count)
 };
 
 StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
