@@ -192,11 +192,17 @@ void EngineService::loop() {
                                : output.finish_reason == FinishReason::cancelled ? "cancelled"
                                                                                  : "ok");
       }
-      stream.push(output);
-      if (output.finished) streams_.erase(it);
     }
     recent_tokens_.emplace_back(now, tokens);
+    // The snapshot first: a client that has its last token and then reads /metrics must find the
+    // step counted (its tokens, the request no longer running).
     publish_snapshot();
+    for (const RequestOutput& output : outputs) {
+      const auto it = streams_.find(output.id);
+      if (it == streams_.end()) continue;
+      it->second->push(output);
+      if (output.finished) streams_.erase(it);
+    }
   }
   // Shutting down: every request still in flight ends as cancelled.
   for (auto& [id, stream] : streams_) {
