@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (the device tool): builds the CUDA backend, runs the GPU tests with
 # compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
-# Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step]
+# Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step] [linear]
 #                            [accuracy] [accuracy-cpu] [calibrate] [serve]
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
 #                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
@@ -27,7 +27,7 @@ for stage in "$@"; do
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/backend_tests \
-          --gtest_filter='CudaKernels.*:Formats/CudaDecodeAttention.*int2_g128*:Formats/CudaDecodeAttention.*bf16_gqa4*' >"$logs/sanitizer-$tool.log" 2>&1
+          --gtest_filter='CudaKernels.*:Formats/CudaKvMigrate.*:Formats/CudaDecodeAttention.*int2_g128*:Formats/CudaDecodeAttention.*bf16_gqa4*' >"$logs/sanitizer-$tool.log" 2>&1
         echo "compute-sanitizer $tool exit $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
       done ;;
     bench)
@@ -37,6 +37,8 @@ for stage in "$@"; do
       PYTHONUNBUFFERED=1 python3 bench/sdpa_decode_attention.py --json "$out/sdpa_decode_attention.json" 2>&1 | tee "$logs/sdpa.log" ;;
     step)
       stdbuf -oL ./build-gpu/src/cli/oscar bench decode-step --max-batch-context 100000 --json "$out/decode_step.json" 2>&1 | tee "$logs/decode_step.log" ;;
+    linear)
+      stdbuf -oL ./build-gpu/src/cli/oscar bench linear --json "$out/linear.json" 2>&1 | tee "$logs/linear.log" ;;
     ours)
       stdbuf -oL ./build-gpu/src/cli/oscar bench decode-attention --iterations 10 --json "$out/decode_attention.json" 2>&1 | tee "$logs/decode_attention.log" ;;
     accuracy)

@@ -63,10 +63,11 @@ jobs() {
       echo "$method-g$group-noregions ppl $(method_flags $method $group) $no_regions"
     done
   done
-  # OSCAR as published (f16 group parameters, fixed clip 0.96/0.92) and with another calibration.
+  # OSCAR as published (f16 group parameters, fixed clip 0.96/0.92, keys rounded to nearest) and
+  # with another calibration.
   for group in 128 64; do
     echo "oscar-g$group-published ppl --kv-cache-dtype int2 --kv-method oscar --kv-rotations $rotations" \
-      "--kv-group-size $group --kv-scale-format f16 --no-kv-clip-search"
+      "--kv-group-size $group --kv-scale-format f16 --no-kv-clip-search --no-kv-key-error-feedback"
   done
   echo "oscar-g128-seed1 ppl $(method_flags oscar 128 "$rotations_seed1")"
   echo "int4-quarot-g128 ppl --kv-cache-dtype int4 --kv-method quarot --kv-group-size 128"

@@ -84,7 +84,7 @@ def perplexity_tables(lines, bf16):
 
 def variants_table(lines, bf16):
     lines += ["#### OSCAR variants and a 4-bit reference", ""] + PPL_HEADER
-    for name, label in [("oscar-g128", "oscar g128 (q8 parameters, clip search: our default)"),
+    for name, label in [("oscar-g128", "oscar g128 (q8 parameters, clip search, key error feedback: our default)"),
                         ("oscar-g128-seed1", "oscar g128, calibration seed 1"),
                         ("oscar-g128-published", "oscar g128 as published (f16 parameters, clip 0.96/0.92)"),
                         ("oscar-g64-published", "oscar g64 as published (f16 parameters, clip 0.96/0.92)"),
@@ -162,7 +162,9 @@ def niah_agreement_table(lines):
             lines.append(f"| {name} | not run | | |")
             continue
         same = sum(a["correct"] == b["correct"] for a, b in zip(cpu["cells"], cuda["cells"]))
-        lines.append(f"| {name} | {cpu['correct']} / {cpu['total']} | {cuda['correct']} / {cuda['total']} | "
+        main_run = load_cuda(f"niah-{name}")
+        label = name if main_run is None or main_run.get("kv") == cpu.get("kv") else f"{name}, as `{cpu['kv']}`"
+        lines.append(f"| {label} | {cpu['correct']} / {cpu['total']} | {cuda['correct']} / {cuda['total']} | "
                      f"{same} / {len(cpu['cells'])} |")
     lines.append("")
 
@@ -282,8 +284,8 @@ def main():
     if (OUT / "experiments.md").exists():
         lines += ["## Experiments", "",
                   "Key centering and calibration variants (not adopted), and OSCAR keys rounded with error "
-                  "feedback (`--kv-key-error-feedback`, CPU backend, not yet the default), with their numbers: "
-                  "[experiments.md](experiments.md).", ""]
+                  "feedback (`--kv-key-error-feedback`, adopted: the default for oscar since 2026-11-23, "
+                  "`--no-kv-key-error-feedback` turns it off), with their numbers: [experiments.md](experiments.md).", ""]
     (OUT / "README.md").write_text("\n".join(lines))
 
 

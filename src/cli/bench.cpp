@@ -1,5 +1,5 @@
 // oscar bench: performance measurements, one subcommand per kind (cpu, serve, calibrate, and on the
-// GPU decode-attention and decode-step).
+// GPU decode-attention, decode-step and linear).
 #include "cli/commands.h"
 
 namespace oscar::cli {
@@ -12,6 +12,7 @@ void register_bench(CLI::App& app) {
   register_bench_calibrate(*bench);
   register_bench_decode_attention(*bench);
   register_bench_decode_step(*bench);
+  register_bench_linear(*bench);
 }
 
 }  // namespace oscar::cli

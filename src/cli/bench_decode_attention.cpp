@@ -137,25 +137,9 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
     launch_attention_combine(step.combine(), batch, max_splits, partials.data(), int(model.num_kv_heads), group,
                              int(model.head_dim), out.data(), nullptr, nullptr);
   };
-  // Launches go back to back between two events, as in the decode step's CUDA graph: the time
-  // per launch is the GPU's, not the host's launch latency. Median over five such runs.
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
-  for (int i = 0; i < 3; ++i) launch(*device_steps[size_t(i % copies)]);
-  std::vector<double> times;
-  for (int run = 0; run < 5; ++run) {
-    check(cudaEventRecord(start), "cudaEventRecord");
-    for (int i = 0; i < iterations; ++i) launch(*device_steps[size_t((run * iterations + i) % copies)]);
-    check(cudaEventRecord(stop), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    times.push_back(double(ms) * 1e3 / iterations);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return {median(times), bytes, split};
+  const double time_us =
+      median_launch_us([&](int i) { launch(*device_steps[size_t(i % copies)]); }, iterations);
+  return {time_us, bytes, split};
 }
 
 void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 
 #include "cli/bench_gpu_common.h"
@@ -114,8 +115,9 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const std::vector<int64_t> contexts = parse_int_list(o.contexts), batches = parse_int_list(o.batches);
   std::vector<nlohmann::json> rows;
+  const std::string rotations = write_synthetic_oscar_rotations(config);
   for (const KvDtype dtype : {KvDtype::bf16, KvDtype::int2}) {
-    const KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format));
+    const KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format), rotations);
     const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
     // Every page the runs below need, allocated once: the largest (context, batch) that fits.
     const int64_t budget = cuda_free_bytes() - matrix_bytes(config) - config.vocab_size * config.hidden_size * 2 -
@@ -131,6 +133,7 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
     options.kv = kv;
     options.capacity = pages_for(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
     auto backend = make_backend(weights, options);
+    if (kv.method == KvMethod::oscar) std::filesystem::remove(rotations);  // read by the backend
     fill_kv_cache_with_noise(*backend, 3);
     fmt::print("{}: room for {} sequences of {} tokens\n", describe(kv), max_sequences, longest);
     for (const int64_t context : contexts) {

@@ -1,9 +1,14 @@
 #include "cli/bench_gpu_common.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "cli/model_options.h"
+#include "quant/kv_rotations.h"
 #include "util/error.h"
 #include "util/file_io.h"
 #include "util/statistics.h"
@@ -67,12 +72,58 @@ std::vector<int64_t> parse_int_list(const std::string& text) {
   return values;
 }
 
-KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format) {
+KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std::string& oscar_rotations) {
   KvCacheConfig kv;
   kv.dtype = dtype;
   kv.method = dtype == KvDtype::bf16 ? KvMethod::naive : KvMethod::quarot;
   kv.param_format = scale_format;
+  if (kv.quantized() && !oscar_rotations.empty()) {
+    kv.method = KvMethod::oscar;
+    kv.rotations_path = oscar_rotations;
+    kv.key_error_feedback = true;
+    kv.clip_search = true;
+  }
   return kv;
+}
+
+double median_launch_us(const std::function<void(int)>& launch, int iterations) {
+#ifdef OSCAR_HAVE_CUDA
+  using namespace oscar::cuda;
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  for (int i = 0; i < 3; ++i) launch(i);
+  std::vector<double> times;
+  for (int run = 0; run < 5; ++run) {
+    check(cudaEventRecord(start), "cudaEventRecord");
+    for (int i = 0; i < iterations; ++i) launch(run * iterations + i);
+    check(cudaEventRecord(stop), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    times.push_back(double(ms) * 1e3 / iterations);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return median(times);
+#else
+  (void)launch;
+  (void)iterations;
+  fail("oscar bench: this oscar was built without the CUDA backend");
+#endif
+}
+
+std::string write_synthetic_oscar_rotations(const ModelConfig& config) {
+  KvRotations r = hadamard_rotations(config.num_layers, config.num_kv_heads, config.head_dim);
+  r.key_eigenvalues.resize(r.key.size() / size_t(config.head_dim));
+  for (size_t i = 0; i < r.key_eigenvalues.size(); ++i) {
+    r.key_eigenvalues[i] = float(std::pow(0.95, double(i % size_t(config.head_dim))));
+  }
+  r.metadata["model_config_hash"] = config.config_hash;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / fmt::format("oscar-bench-rotations-{}.safetensors", getpid())).string();
+  save_kv_rotations(path, r);
+  return path;
 }
 
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {

@@ -2,6 +2,7 @@
 // Shared by the GPU benchmarks (bench_decode_attention.cpp, bench_decode_step.cpp): the device's
 // measured copy bandwidth, the model shapes of models/hf-configs, and result rows as JSON.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,20 @@ ModelConfig hf_config(const std::string& name);
 
 std::vector<int64_t> parse_int_list(const std::string& text);  // "4096,8192" -> {4096, 8192}
 
-// The cache the benchmarks compare: bf16, or INT2 with the page layout of oscar (quarot: rotated
-// keys without a rotations file), g128 with `scale_format` group parameters, sink 64, recent
-// 256, 64-token pages.
-KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format);
+// The cache the benchmarks compare: bf16, or INT2 g128 with `scale_format` group parameters, sink
+// 64, recent 256, 64-token pages: OSCAR as `oscar` runs it by default (key error feedback, clip
+// search) when given a rotations file, else quarot (rotated keys, the same page layout).
+KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std::string& oscar_rotations = "");
+
+// Microseconds per launch of launch(i), i = 0, 1, ...: `iterations` launches back to back between
+// two events, as in the decode step's CUDA graph (the GPU's time, not the host's launch latency),
+// median of five such runs after three warm-up launches.
+double median_launch_us(const std::function<void(int)>& launch, int iterations);
+
+// A rotations file for a model shape that was never calibrated (random weights): Hadamard
+// rotations and a geometric query spectrum, written to a temporary file whose path is returned.
+// The kernels' work does not depend on the values.
+std::string write_synthetic_oscar_rotations(const ModelConfig& config);
 
 // Bytes of one layer's pages that the decode rule reads for the query at position t, all KV heads.
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t);

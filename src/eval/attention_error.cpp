@@ -3,6 +3,7 @@
 #include "backend/activation_recorder.h"
 #include "backend/sequence_runner.h"
 #include "quant/hadamard.h"
+#include "quant/key_error_feedback.h"
 #include "quant/quantization_error.h"
 #include "util/error.h"
 #include "util/half.h"
@@ -40,11 +41,18 @@ std::vector<LayerAttentionError> evaluate_attention_error(Backend& backend,
   const int64_t group = config.group_size();
   const auto hadamard_double = hadamard_matrix(d);
   const std::vector<float> hadamard(hadamard_double.begin(), hadamard_double.end());
+  std::vector<std::vector<float>> key_feedback(methods.size());  // per method, as the caches round keys
+  for (size_t i = 0; i < methods.size(); ++i) {
+    if (!methods[i].kv.key_error_feedback) continue;
+    require(methods[i].rotations != nullptr, "{}: key error feedback needs a rotations file", methods[i].name);
+    key_feedback[i] = key_feedback_factors(*methods[i].rotations);
+  }
   std::vector<LayerAttentionError> results(methods.size() * size_t(config.num_layers));
   parallel_for(
       0, int64_t(results.size()),
       [&](int64_t index) {
-        const AttentionErrorMethod& m = methods[size_t(index) / size_t(config.num_layers)];
+        const size_t method = size_t(index) / size_t(config.num_layers);
+        const AttentionErrorMethod& m = methods[method];
         const int64_t layer = index % config.num_layers;
         const int64_t count = recorder.tokens(layer);
         LayerAttentionError& out = results[size_t(index)];
@@ -60,8 +68,11 @@ std::vector<LayerAttentionError> evaluate_attention_error(Backend& backend,
             for (float& x : v_hat) x = round_to_bf16(x);
           } else if (m.kv.quantized()) {
             const auto [key_rotation, value_rotation] = rotations_for(m, hadamard, layer, h);
+            const float* feedback = key_feedback[method].empty()
+                                        ? nullptr
+                                        : &key_feedback[method][size_t((layer * config.num_kv_heads + h) * d * d)];
             const RowCodec key_codec{m.kv.bits(), m.kv.group_size, m.kv.param_format, m.kv.key_clip(),
-                                     m.kv.keys_per_channel()};
+                                     m.kv.keys_per_channel(), feedback};
             const RowCodec value_codec{m.kv.bits(), m.kv.group_size, m.kv.param_format, m.kv.value_clip()};
             k_hat = quantize_round_trip(k.data(), count, d, key_rotation, key_codec);
             v_hat = quantize_round_trip(v.data(), count, d, value_rotation, value_codec);

@@ -31,6 +31,25 @@ std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decrea
   return factor;
 }
 
+std::vector<float> key_feedback_factors(const KvRotations& rotations, double damping) {
+  const int64_t d = rotations.head_dim;
+  const int64_t per_layer = rotations.rotations_per_layer();
+  require(int64_t(rotations.key_eigenvalues.size()) == rotations.num_layers * per_layer * d,
+          "key error feedback: the rotations file holds no key eigenvalues (make it with `oscar calibrate`, or "
+          "pass --no-kv-key-error-feedback)");
+  std::vector<float> factors;
+  factors.reserve(size_t(rotations.num_layers * rotations.num_kv_heads * d * d));
+  for (int64_t layer = 0; layer < rotations.num_layers; ++layer) {
+    for (int64_t h = 0; h < rotations.num_kv_heads; ++h) {
+      const int64_t r = layer * per_layer + (rotations.per_head ? h : 0);
+      const std::vector<float> factor =
+          key_feedback_factor(std::span(&rotations.key_eigenvalues[size_t(r * d)], size_t(d)), damping);
+      factors.insert(factors.end(), factor.begin(), factor.end());
+    }
+  }
+  return factors;
+}
+
 void round_key_with_feedback(std::span<const float> row, std::span<const GroupParams> params, int group_size,
                              int bits, std::span<const float> factor, std::span<float> dequantized) {
   const size_t d = row.size();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quant/group_codec.h"
+#include "quant/kv_rotations.h"
 
 namespace oscar {
 
@@ -23,6 +24,10 @@ inline constexpr double kKeyFeedbackDamping = 0.01;
 // from C_Q's eigenvalues in decreasing order as `oscar calibrate` stores them.
 std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decreasing,
                                        double damping = kKeyFeedbackDamping);
+
+// The factors of every (layer, KV head), [layers][kv_heads][D][D], from the key eigenvalues of a
+// rotations file (`oscar calibrate` writes them); both backends round with these.
+std::vector<float> key_feedback_factors(const KvRotations& rotations, double damping = kKeyFeedbackDamping);
 
 // Rounds one rotated key row of D channels with error feedback: channel j takes the nearest code of
 // its group's `params` (groups of `group_size` channels) for its running value, and its error,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "quant/key_error_feedback.h"
+
 namespace oscar {
 namespace {
 
@@ -21,7 +23,20 @@ void rotate(const float* x, int64_t tokens, int64_t d, const float* r, bool tran
 
 void round_trip_per_token(float* rows, int64_t tokens, int64_t d, const RowCodec& c) {
   std::vector<uint8_t> codes(size_t(packed_bytes(c.group_size, c.bits)));
+  std::vector<GroupParams> params(size_t(d / c.group_size));
+  std::vector<float> dequantized(static_cast<size_t>(d));
   for (int64_t t = 0; t < tokens; ++t) {
+    if (c.key_feedback != nullptr) {
+      const std::span<const float> row(rows + t * d, size_t(d));
+      for (int64_t g = 0; g < d; g += c.group_size) {
+        params[size_t(g / c.group_size)] = choose_group_params(row.subspan(size_t(g), size_t(c.group_size)), c.bits,
+                                                               c.clip, c.param_format);
+      }
+      round_key_with_feedback(row, params, c.group_size, c.bits, std::span(c.key_feedback, size_t(d * d)),
+                              dequantized);
+      std::copy(dequantized.begin(), dequantized.end(), rows + t * d);
+      continue;
+    }
     for (int64_t g = 0; g < d; g += c.group_size) {
       const std::span<const float> group(rows + t * d + g, size_t(c.group_size));
       const GroupParams p = choose_group_params(group, c.bits, c.clip, c.param_format);

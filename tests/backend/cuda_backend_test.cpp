@@ -68,6 +68,8 @@ std::string random_rotations_file() {
       for (int64_t a = 0; a < d; ++a)
         for (int64_t b = 0; b < d; ++b) target.push_back(float(q(a, b)));
     }
+    // Query-covariance eigenvalues in decreasing order, for the keys' error feedback.
+    for (int64_t i = 0; i < c.num_layers * c.num_kv_heads * d; ++i) r.key_eigenvalues.push_back(float(std::pow(0.95, i % d)));
     r.metadata["model_config_hash"] = c.config_hash;
     const std::string file = testing::make_temp_dir("cuda-rotations") + "/rotations.safetensors";
     save_kv_rotations(file, r);
@@ -84,7 +86,12 @@ struct FormatCase {
   double tolerance;  // max relative logit difference
 
   bool two_bit() const { return dtype == KvDtype::int2; }
-  double ppl_tolerance() const { return two_bit() ? 0.01 : 0.005; }  // |ppl_gpu / ppl_cpu - 1|
+  // |ppl_gpu / ppl_cpu - 1| over the 1023 predictions of one sequence. OSCAR's keys are rounded
+  // with error feedback, channel after channel, so one code flipped by a last-bit difference of a
+  // bf16 product changes the codes after it: 1.2% here with random rotations, where the CPU store
+  // and the migration kernel give the same codes for the same inputs (CudaKvMigrate) and the
+  // 8-window evaluation agrees to 0.002% (docs/results).
+  double ppl_tolerance() const { return method == KvMethod::oscar ? 0.015 : two_bit() ? 0.01 : 0.005; }
   // Rows whose argmax agrees; real text has near-ties, and INT2 rounding flips 2-4% of them.
   double min_argmax_agreement() const { return two_bit() ? 0.95 : 0.99; }
 };
@@ -98,7 +105,10 @@ BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   options.kv.sink_tokens = 16;
   options.kv.recent_tokens = 48;
   options.kv.page_size_tokens = 32;
-  if (f.method == KvMethod::oscar) options.kv.rotations_path = random_rotations_file();
+  if (f.method == KvMethod::oscar) {  // with the keys' error feedback, as `oscar` runs it by default
+    options.kv.rotations_path = random_rotations_file();
+    options.kv.key_error_feedback = true;
+  }
   options.capacity = {96, 96};
   return options;
 }

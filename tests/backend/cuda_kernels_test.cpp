@@ -2,10 +2,11 @@
 // Tolerances are stated per test as ||gpu - ref|| / ||ref|| (or max abs where noted):
 //   float kernels: q/k norm + RoPE 1e-5 against cpu_math / rope; RMSNorm and SwiGLU 4e-3 (their
 //     outputs are bf16, the next product's input);
-//   bf16 matrix products (float accumulation, float output): 1e-5 against float64 products of the
-//     same bf16 inputs;
+//   bf16 matrix products (float accumulation, float output; skinny_linear and cuBLAS): 1e-5 against
+//     float64 products of the same bf16 inputs;
 //   decode attention, bf16 pages: 2e-3; INT2/INT4 pages: 5e-3 (f16 P * scale operand), against a
 //     float64 softmax over the pages' dequantized values (group_codec.h on the host);
+//   migration of tokens out of the recent window: exact, the CPU store's codes and parameters;
 #include <gtest/gtest.h>
 
 #ifdef OSCAR_HAVE_CUDA
@@ -27,8 +28,10 @@
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/q8_scale_table.h"
+#include "backend/cpu/cpu_kv_store.h"
 #include "backend/cuda/step_plan.h"
 #include "quant/group_codec.h"
+#include "quant/key_error_feedback.h"
 #include "util/half.h"
 
 namespace oscar::cuda {
@@ -85,22 +88,35 @@ class CudaKernels : public ::testing::Test {
   }
 };
 
+// Widths of the testbed (512), Qwen3-8B (4096) and Qwen3-32B (5120, not a multiple of the block's
+// 1024 floats per pass); the last case reads its rows through a row map, as the final norm does.
 TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
-  const int64_t rows = 5, width = 4096;
-  auto hidden = random_floats(size_t(rows * width), 1), delta = random_floats(size_t(rows * width), 2);
-  const auto weight = random_floats(size_t(width), 3, 0.5f, 1.5f);
-  auto d_hidden = to_device(hidden);
-  const auto d_delta = to_device(delta), d_weight = to_device(weight);
-  DeviceBuffer<__nv_bfloat16> out(size_t(rows * width));
-  launch_add_rms_norm(d_hidden.data(), d_delta.data(), nullptr, rows, width, d_weight.data(), 1e-6f, out.data(), nullptr);
-  for (size_t i = 0; i < hidden.size(); ++i) hidden[i] += delta[i];
-  std::vector<float> expected(hidden.size());
-  rms_norm(hidden.data(), rows, width, weight.data(), 1e-6, expected.data());
-  std::vector<uint16_t> bits(hidden.size());
-  check(cudaDeviceSynchronize(), "sync");
-  check(cudaMemcpy(bits.data(), out.data(), bits.size() * 2, cudaMemcpyDeviceToHost), "download");
-  EXPECT_LE(relative_error(widen(hidden), to_host(d_hidden, hidden.size())), 1e-6);
-  EXPECT_LE(relative_error(widen(expected), floats_of_bf16(bits)), 4e-3);  // bf16 output rounding
+  for (const int64_t width : {512, 4096, 5120}) {
+    const int64_t rows = 5;
+    auto hidden = random_floats(size_t(rows * width), 1), delta = random_floats(size_t(rows * width), 2);
+    const auto weight = random_floats(size_t(width), 3, 0.5f, 1.5f);
+    auto d_hidden = to_device(hidden);
+    const auto d_delta = to_device(delta), d_weight = to_device(weight);
+    const std::vector<int32_t> row_map = {3, 0};
+    const auto d_row_map = to_device(row_map);
+    const bool mapped = width == 5120;
+    const int64_t out_rows = mapped ? int64_t(row_map.size()) : rows;
+    DeviceBuffer<__nv_bfloat16> out(size_t(out_rows * width));
+    launch_add_rms_norm(d_hidden.data(), d_delta.data(), mapped ? d_row_map.data() : nullptr, out_rows, width,
+                        d_weight.data(), 1e-6f, out.data(), nullptr);
+    std::vector<float> normed(hidden.size());
+    for (int64_t r = 0; r < out_rows; ++r) {
+      const int64_t source = mapped ? row_map[size_t(r)] : r;
+      for (int64_t i = 0; i < width; ++i) hidden[size_t(source * width + i)] += delta[size_t(source * width + i)];
+      rms_norm(&hidden[size_t(source * width)], 1, width, weight.data(), 1e-6, &normed[size_t(r * width)]);
+    }
+    normed.resize(size_t(out_rows * width));
+    std::vector<uint16_t> bits(normed.size());
+    check(cudaDeviceSynchronize(), "sync");
+    check(cudaMemcpy(bits.data(), out.data(), bits.size() * 2, cudaMemcpyDeviceToHost), "download");
+    EXPECT_LE(relative_error(widen(hidden), to_host(d_hidden, hidden.size())), 1e-6) << "width " << width;
+    EXPECT_LE(relative_error(widen(normed), floats_of_bf16(bits)), 4e-3) << "width " << width;  // bf16 output
+  }
 }
 
 TEST_F(CudaKernels, SwigluMatchesCpu) {
@@ -122,25 +138,33 @@ TEST_F(CudaKernels, SwigluMatchesCpu) {
   EXPECT_LE(relative_error(widen(expected), floats_of_bf16(bits)), 4e-3);
 }
 
+// Rows 1 and 2 take skinny_linear (decode steps), 3 and 7 cuBLAS; 770 outputs leave a partial
+// block of outputs; the second product accumulates into the first's result.
 TEST_F(CudaKernels, GemmMatchesFloat64) {
-  const int64_t rows = 7, inputs = 1024, outputs = 768;
-  std::vector<uint16_t> x(size_t(rows * inputs)), w(size_t(outputs * inputs));
-  const auto xf = random_floats(x.size(), 5), wf = random_floats(w.size(), 6, -0.05f, 0.05f);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(xf[i]);
-  for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(wf[i]);
-  std::vector<double> expected(size_t(rows * outputs), 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t o = 0; o < outputs; ++o)
-      for (int64_t i = 0; i < inputs; ++i)
-        expected[size_t(r * outputs + o)] += double(bf16_to_float(x[size_t(r * inputs + i)])) *
-                                             bf16_to_float(w[size_t(o * inputs + i)]);
-  const auto d_x = to_device(x), d_w = to_device(w);
-  DeviceBuffer<float> y(size_t(rows * outputs));
-  cudaStream_t stream = nullptr;
-  Gemm gemm(stream);
-  gemm.linear(reinterpret_cast<const __nv_bfloat16*>(d_x.data()), rows,
-              reinterpret_cast<const __nv_bfloat16*>(d_w.data()), outputs, inputs, y.data());
-  EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5);  // float accumulation
+  const int64_t inputs = 1024, outputs = 770;
+  for (const int64_t rows : {1, 2, 3, 7}) {
+    std::vector<uint16_t> x(size_t(rows * inputs)), w(size_t(outputs * inputs));
+    const auto xf = random_floats(x.size(), 5), wf = random_floats(w.size(), 6, -0.05f, 0.05f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(xf[i]);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(wf[i]);
+    std::vector<double> expected(size_t(rows * outputs), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < outputs; ++o)
+        for (int64_t i = 0; i < inputs; ++i)
+          expected[size_t(r * outputs + o)] += double(bf16_to_float(x[size_t(r * inputs + i)])) *
+                                               bf16_to_float(w[size_t(o * inputs + i)]);
+    const auto d_x = to_device(x), d_w = to_device(w);
+    DeviceBuffer<float> y(size_t(rows * outputs));
+    cudaStream_t stream = nullptr;
+    Gemm gemm(stream);
+    const auto* xs = reinterpret_cast<const __nv_bfloat16*>(d_x.data());
+    const auto* ws = reinterpret_cast<const __nv_bfloat16*>(d_w.data());
+    gemm.linear(xs, rows, ws, outputs, inputs, y.data());
+    EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5) << rows << " rows";  // float sums
+    gemm.linear(xs, rows, ws, outputs, inputs, y.data(), /*accumulate=*/true);
+    for (double& e : expected) e *= 2;
+    EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5) << rows << " rows, accumulated";
+  }
 }
 
 TEST_F(CudaKernels, QkNormRopeMatchesCpu) {
@@ -350,6 +374,180 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{"int2_g64_f16_gqa4_sink40_page16", KvDtype::int2, 64, ParamFormat::f16, 4, 5e-3, 40,
                                     16},
                       AttentionCase{"int4_g128_f16_gqa4", KvDtype::int4, 128, ParamFormat::f16, 4, 5e-3}),
+    [](const auto& test_case) { return std::string(test_case.param.name); });
+
+// ---- migration out of the recent window --------------------------------------------------------
+
+struct MigrateCase {
+  const char* name;
+  KvDtype dtype;
+  int group_size;
+  ParamFormat param_format;
+  bool clip_search;
+  bool key_feedback;
+};
+
+// Every quantized value of positions [begin, end) of one layer, keys then values per head and
+// position, dequantized on the host with group_codec from the quantized arena's bytes.
+std::vector<float> dequantized_layer(const PageLayout& layout, const std::byte* arena,
+                                     const std::vector<LogicalPage>& pages, int num_kv_heads, int64_t begin,
+                                     int64_t end) {
+  const int64_t d = layout.head_dim, g = layout.group_size;
+  std::vector<float> out;
+  std::vector<float> row(static_cast<size_t>(d));
+  for (int h = 0; h < num_kv_heads; ++h) {
+    for (int64_t p = begin; p < end; ++p) {
+      const auto* page = reinterpret_cast<const uint8_t*>(
+          arena + pages[size_t(p / layout.page_size_tokens)].quantized * layout.quantized_page_bytes);
+      const int64_t slot = p % layout.page_size_tokens;
+      for (const bool key : {true, false}) {
+        for (int64_t group = 0; group < d / g; ++group) {
+          const uint8_t* params = page + (key ? layout.key_params(h, slot, group) : layout.value_params(h, slot, group));
+          dequantize_group(page + (key ? layout.key_codes(h, slot) : layout.value_codes(h, slot)), int(group * g), int(g),
+                           load_params(params, layout.param_format), layout.bits, row.data() + group * g);
+        }
+        out.insert(out.end(), row.begin(), row.end());
+      }
+    }
+  }
+  return out;
+}
+
+class CudaKvMigrate : public ::testing::TestWithParam<MigrateCase> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Two layers of random bf16 keys and values (channels of different magnitudes, as rotated keys
+// have), written to the CPU store and to device pages at shuffled page ids; the tokens past the
+// sink and before the recent window are quantized by CpuKvStore::quantize and by one migration
+// launch for both layers. The two must hold the same values, bit for bit.
+TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
+  const MigrateCase m = GetParam();
+  KvCacheConfig kv;
+  kv.dtype = m.dtype;
+  kv.method = KvMethod::quarot;  // rotated keys like oscar, without a rotations file; the factors come below
+  kv.group_size = m.group_size;
+  kv.param_format = m.param_format;
+  kv.clip_search = m.clip_search;
+  kv.clip_ratio_k = 0.96f;
+  kv.clip_ratio_v = 0.92f;
+  kv.key_error_feedback = m.key_feedback;
+  kv.sink_tokens = 16;
+  kv.recent_tokens = 32;
+  kv.page_size_tokens = 32;
+  const int num_layers = 2, num_kv_heads = 2, d = 128;
+  const int64_t tokens = 200, begin = kv.sink_tokens, end = tokens - kv.recent_tokens;
+  const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
+  const int64_t page_count = tokens / kv.page_size_tokens + 1;
+  std::vector<int32_t> ids(static_cast<size_t>(page_count));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937(5));
+  std::vector<LogicalPage> pages;
+  std::vector<PageIds> page_table;
+  for (int64_t p = 0; p < page_count; ++p) {
+    pages.push_back({ids[size_t(p)], ids[size_t(page_count - 1 - p)]});
+    page_table.push_back({pages.back().full, pages.back().quantized});
+  }
+  CpuKvStore store(kv, layout, num_layers, {page_count, page_count});
+  std::vector<float> factors;
+  for (int i = 0; i < num_layers * num_kv_heads; ++i) {
+    std::vector<float> eigenvalues(static_cast<size_t>(d));
+    for (int c = 0; c < d; ++c) eigenvalues[size_t(c)] = float((i + 1) * 50.0 * std::pow(0.93, c));
+    const std::vector<float> factor = key_feedback_factor(eigenvalues);
+    factors.insert(factors.end(), factor.begin(), factor.end());
+  }
+  if (m.key_feedback) store.set_key_feedback(factors);
+  std::vector<uint16_t> full(size_t(num_layers * page_count * layout.full_page_bytes / 2));
+  std::mt19937 generator(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> keys(size_t(num_kv_heads * d)), values(keys.size());
+  for (int layer = 0; layer < num_layers; ++layer) {
+    for (int64_t p = 0; p < tokens; ++p) {
+      const LogicalPage page = pages[size_t(p / kv.page_size_tokens)];
+      const int64_t slot = p % kv.page_size_tokens;
+      for (int h = 0; h < num_kv_heads; ++h) {
+        for (int c = 0; c < d; ++c) {
+          const float magnitude = 1.0f + 4.0f * float(c % 16 == 0);
+          keys[size_t(h * d + c)] = round_to_bf16(magnitude * normal(generator));
+          values[size_t(h * d + c)] = round_to_bf16(normal(generator));
+          const int64_t base = (layer * page_count + page.full) * layout.full_page_bytes;
+          full[size_t((base + layout.full_key_offset(h, slot)) / 2 + c)] = float_to_bf16(keys[size_t(h * d + c)]);
+          full[size_t((base + layout.full_value_offset(h, slot)) / 2 + c)] = float_to_bf16(values[size_t(h * d + c)]);
+        }
+      }
+      store.write_full(layer, pages, p, keys.data(), values.data());
+    }
+    store.quantize(layer, pages, begin, end);
+  }
+  std::vector<MigrateTask> tasks;
+  for (int64_t p = begin; p < end; ++p) tasks.push_back({int32_t(p), 0});
+  const StepCounts counts{0, 0, int32_t(tasks.size()), 0};
+  const auto d_full = to_device(full);
+  const auto d_page_table = to_device(page_table);
+  const auto d_tasks = to_device(tasks);
+  const auto d_factors = to_device(factors);
+  const auto d_counts = to_device(std::vector<StepCounts>{counts});
+  const DeviceBuffer<float> d_q8 = make_q8_scale_table();
+  const int64_t quantized_layer_bytes = page_count * layout.quantized_page_bytes;
+  DeviceBuffer<std::byte> quantized(size_t(num_layers * quantized_layer_bytes));
+  KvMigrateArgs args;
+  args.layout = layout;
+  args.full_pages = reinterpret_cast<const std::byte*>(d_full.data());
+  args.quantized_pages = quantized.data();
+  args.num_layers = num_layers;
+  args.full_layer_bytes = page_count * layout.full_page_bytes;
+  args.quantized_layer_bytes = quantized_layer_bytes;
+  args.page_table = d_page_table.data();
+  args.tasks = d_tasks.data();
+  args.counts = d_counts.data();
+  args.num_kv_heads = num_kv_heads;
+  args.clip_ratio_k = kv.clip_ratio_k;
+  args.clip_ratio_v = kv.clip_ratio_v;
+  args.clip_search = kv.clip_search;
+  args.q8_scales = d_q8.data();
+  args.key_feedback = m.key_feedback ? d_factors.data() : nullptr;
+  auto migrate = [&] {
+    check(cudaMemset(quantized.data(), 0, quantized.bytes()), "memset");
+    launch_kv_migrate(args, int64_t(tasks.size()), 0, nullptr);
+    return to_host(quantized, quantized.size());
+  };
+  const std::vector<std::byte> arena = migrate();
+  std::vector<float> cpu_keys(size_t((end - begin) * d)), cpu_values(cpu_keys.size());
+  int64_t mismatches = 0, compared = 0;
+  for (int layer = 0; layer < num_layers; ++layer) {
+    const std::vector<float> gpu = dequantized_layer(layout, arena.data() + layer * quantized_layer_bytes, pages,
+                                                     num_kv_heads, begin, end);
+    for (int h = 0; h < num_kv_heads; ++h) {
+      store.read_quantized(layer, pages, h, begin, end, cpu_keys.data(), cpu_values.data());
+      for (int64_t p = 0; p < end - begin; ++p) {
+        for (int c = 0; c < d; ++c, compared += 2) {
+          const size_t row = size_t(((h * (end - begin) + p) * 2) * d + c);
+          mismatches += gpu[row] != cpu_keys[size_t(p * d + c)];
+          mismatches += gpu[row + size_t(d)] != cpu_values[size_t(p * d + c)];
+        }
+      }
+    }
+  }
+  std::printf("[ %s ] %lld of %lld values differ from the CPU store\n", m.name, static_cast<long long>(mismatches),
+              static_cast<long long>(compared));
+  EXPECT_EQ(mismatches, 0);
+  if (m.key_feedback) {  // the feedback path changed codes: the comparison above was not of nearest rounding
+    args.key_feedback = nullptr;
+    const std::vector<std::byte> nearest = migrate();
+    EXPECT_NE(std::memcmp(nearest.data(), arena.data(), arena.size()), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, CudaKvMigrate,
+    ::testing::Values(MigrateCase{"int2_g128_q8_search_feedback", KvDtype::int2, 128, ParamFormat::q8, true, true},
+                      MigrateCase{"int2_g64_q8_search_feedback", KvDtype::int2, 64, ParamFormat::q8, true, true},
+                      MigrateCase{"int2_g128_q8_search", KvDtype::int2, 128, ParamFormat::q8, true, false},
+                      MigrateCase{"int2_g64_f16_clip", KvDtype::int2, 64, ParamFormat::f16, false, false},
+                      MigrateCase{"int4_g32_bf16_feedback", KvDtype::int4, 32, ParamFormat::bf16, false, true}),
     [](const auto& test_case) { return std::string(test_case.param.name); });
 
 }  // namespace

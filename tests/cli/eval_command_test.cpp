@@ -94,15 +94,16 @@ TEST(EvalCommand, FixedClipRatiosWhenTheSearchIsOff) {
 }
 
 // Keys rounded with error feedback change the codes, not the format; other methods refuse the flag.
-TEST(EvalCommand, KeyErrorFeedbackRunsForOscarOnly) {
+TEST(EvalCommand, KeyErrorFeedbackIsOscarsDefaultAndOscarsOnly) {
   const std::string oscar = "eval ppl --windows 1 --context 256 --json --kv-cache-dtype int2 --kv-method oscar "
                             "--kv-sink-tokens 16 --kv-recent-tokens 32 --kv-rotations " + rotations_file();
-  const CommandResult nearest = run_oscar(oscar);
-  const CommandResult fed_back = run_oscar(oscar + " --kv-key-error-feedback");
+  const CommandResult nearest = run_oscar(oscar + " --no-kv-key-error-feedback");
+  const CommandResult fed_back = run_oscar(oscar);
   ASSERT_EQ(nearest.exit_code, 0) << nearest.stderr_text;
   ASSERT_EQ(fed_back.exit_code, 0) << fed_back.stderr_text;
   const auto n = parse_json(nearest.stdout_text), f = parse_json(fed_back.stdout_text);
   EXPECT_NE(f["kv"].get<std::string>().find("key feedback"), std::string::npos) << f["kv"];
+  EXPECT_EQ(n["kv"].get<std::string>().find("key feedback"), std::string::npos) << n["kv"];
   EXPECT_EQ(f["bpe_128k"].get<double>(), n["bpe_128k"].get<double>());
   EXPECT_NE(f["ppl"].get<double>(), n["ppl"].get<double>());
   EXPECT_LT(std::abs(f["ppl"].get<double>() / n["ppl"].get<double>() - 1.0), 0.05);

@@ -26,22 +26,6 @@ std::vector<float> vector_of(const TensorView& tensor) {
   return tensor.data.empty() ? std::vector<float>{} : to_float_vector(tensor);
 }
 
-// One factor per (layer, KV head) from the rotations file's query-covariance eigenvalues.
-std::vector<std::vector<float>> key_feedback_factors(const ModelConfig& config, const KvCacheConfig& kv,
-                                                     const KvRotations* rotations) {
-  require(rotations != nullptr && !rotations->key_eigenvalues.empty(),
-          "--kv-key-error-feedback: {} holds no key eigenvalues (make it with `oscar calibrate`)", kv.rotations_path);
-  const int64_t d = config.head_dim;
-  std::vector<std::vector<float>> factors;
-  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    for (int64_t h = 0; h < config.num_kv_heads; ++h) {
-      const int64_t r = layer * rotations->rotations_per_layer() + (rotations->per_head ? h : 0);
-      factors.push_back(key_feedback_factor(std::span(&rotations->key_eigenvalues[size_t(r * d)], size_t(d))));
-    }
-  }
-  return factors;
-}
-
 }  // namespace
 
 CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& options,
@@ -81,7 +65,10 @@ CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& option
       }
     }
   }
-  if (kv_.key_error_feedback) store_.set_key_feedback(key_feedback_factors(config_, kv_, rotations));
+  if (kv_.key_error_feedback) {
+    require(rotations != nullptr, "key error feedback needs the oscar method's rotations file");
+    store_.set_key_feedback(key_feedback_factors(*rotations));
+  }
 }
 
 std::string CpuBackend::device_name() const {

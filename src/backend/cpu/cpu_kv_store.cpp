@@ -100,9 +100,10 @@ void CpuKvStore::read_full(int64_t layer, const std::vector<LogicalPage>& pages,
   }
 }
 
-void CpuKvStore::set_key_feedback(std::vector<std::vector<float>> factors) {
-  require(factors.empty() || int64_t(factors.size()) == int64_t(quantized_arenas_.size()) * layout_.num_kv_heads,
-          "key error feedback: {} factors for {} layers x {} KV heads", factors.size(), quantized_arenas_.size(),
+void CpuKvStore::set_key_feedback(std::vector<float> factors) {
+  const int64_t d = layout_.head_dim;
+  require(factors.empty() || int64_t(factors.size()) == int64_t(quantized_arenas_.size()) * layout_.num_kv_heads * d * d,
+          "key error feedback: {} factor values for {} layers x {} KV heads", factors.size(), quantized_arenas_.size(),
           layout_.num_kv_heads);
   key_feedback_ = std::move(factors);
 }
@@ -125,8 +126,9 @@ void CpuKvStore::quantize_token_groups(std::byte* page, int64_t layer, int64_t k
   std::vector<float> fed_back;
   if (is_key && !key_feedback_.empty()) {
     fed_back.resize(size_t(d));
+    const size_t factor = size_t((layer * layout_.num_kv_heads + kv_head) * d * d);
     round_key_with_feedback(std::span<const float>(row, size_t(d)), params, int(g), bits,
-                            key_feedback_[size_t(layer * layout_.num_kv_heads + kv_head)], fed_back);
+                            std::span<const float>(key_feedback_).subspan(factor, size_t(d * d)), fed_back);
     row = fed_back.data();
   }
   for (int64_t group = 0; group < d / g; ++group) {

@@ -35,8 +35,8 @@ class CpuKvStore {
   size_t bytes_allocated() const;
 
   // Keys rounded with error feedback (quant/key_error_feedback.h): the factor of each (layer, KV
-  // head), [layers][kv_heads][head_dim * head_dim]; empty: nearest rounding.
-  void set_key_feedback(std::vector<std::vector<float>> factors);
+  // head), [layers][kv_heads][head_dim][head_dim] (key_feedback_factors); empty: nearest rounding.
+  void set_key_feedback(std::vector<float> factors);
 
  private:
   std::byte* full_page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position);
@@ -56,7 +56,7 @@ class CpuKvStore {
   KvPageCounts capacity_;
   std::vector<std::vector<std::byte>> full_arenas_;       // per layer
   std::vector<std::vector<std::byte>> quantized_arenas_;  // per layer
-  std::vector<std::vector<float>> key_feedback_;          // per layer x KV head, or empty
+  std::vector<float> key_feedback_;                       // [layers][kv_heads][D][D], or empty
 };
 
 }  // namespace oscar

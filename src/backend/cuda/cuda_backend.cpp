@@ -26,6 +26,7 @@
 #include "backend/cuda/q8_scale_table.h"
 #include "backend/cuda/step_graphs.h"
 #include "model/model_weights.h"
+#include "quant/key_error_feedback.h"
 #include "util/error.h"
 
 namespace oscar {
@@ -39,10 +40,10 @@ void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
           config.head_dim);
   require(config.group_size() >= 1 && config.group_size() <= 8,
           "--device cuda: {} query heads per KV head is not supported (1..8)", config.group_size());
+  require(config.hidden_size % 4 == 0 && config.hidden_size <= 16384,
+          "--device cuda: hidden size {} is not supported (the norm kernel needs a multiple of 4, at most 16384)",
+          config.hidden_size);
   require(kv.dtype != KvDtype::f32, "--device cuda: --kv-dtype f32 exists on the CPU reference only");
-  require(!kv.key_error_feedback,
-          "--device cuda: --kv-key-error-feedback runs on the CPU backend only (the migration kernel does not "
-          "mirror it yet)");
   require(kv.page_size_tokens % 16 == 0, "--device cuda: --kv-page-size must be a multiple of 16, got {}",
           kv.page_size_tokens);
   if (kv.quantized()) {
@@ -93,6 +94,7 @@ class CudaBackend final : public Backend {
   DeviceWeights weights_;
   std::optional<DeviceKvPages> pages_;
   DeviceBuffer<float> q8_scales_;
+  DeviceBuffer<float> key_feedback_;  // [layers][kv_heads][D][D], empty without key error feedback
   std::unique_ptr<Gemm> gemm_;
   DeviceStep step_;
   Workspace workspace_;
@@ -114,6 +116,13 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
   weights_ = upload_weights(weights, rotations);
   pages_.emplace(layout_, config_.num_layers, capacity_);
   q8_scales_ = make_q8_scale_table();
+  if (kv_.key_error_feedback) {
+    require(rotations != nullptr, "key error feedback needs the oscar method's rotations file");
+    const std::vector<float> factors = key_feedback_factors(*rotations);
+    key_feedback_.resize(factors.size());
+    check(cudaMemcpy(key_feedback_.data(), factors.data(), key_feedback_.bytes(), cudaMemcpyHostToDevice),
+          "cudaMemcpy(key feedback factors)");
+  }
   gemm_ = std::make_unique<Gemm>(stream_);
   plan_shape_.num_kv_heads = config_.num_kv_heads;
   plan_shape_.group = config_.group_size();
@@ -182,7 +191,8 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
   Workspace& w = workspace_;
   launch_embedding(step_.tokens(), rows, weights_.embedding.data(), c.hidden_size, w.hidden.data(), stream_);
   // One launch instead of one per layer: in a decode step the 36 small launches of Qwen3-8B took
-  // 5.4 us each, 1.7% of the step at 32K x 8.
+  // 5.4 us each, 1.7% of the step at 32K x 8. (Run on a second stream beside the first layer's
+  // work instead, it made the INT2 steps 1-4% slower on the H100.)
   if (sizes.migrate_first) enqueue_migration(0, c.num_layers, sizes);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const DeviceLayerWeights& lw = weights_.layers[size_t(layer)];
@@ -248,6 +258,9 @@ void CudaBackend::enqueue_migration(int64_t first_layer, int64_t layers, const L
   migrate.clip_ratio_v = kv_.clip_ratio_v;
   migrate.clip_search = kv_.clip_search;
   migrate.q8_scales = q8_scales_.data();
+  if (key_feedback_.size() > 0) {
+    migrate.key_feedback = key_feedback_.data() + first_layer * config_.num_kv_heads * config_.head_dim * config_.head_dim;
+  }
   launch_kv_migrate(migrate, sizes.migrate_bound, sizes.key_groups, stream_);
 }
 

@@ -1,5 +1,6 @@
 #include "backend/cuda/gemm.h"
 
+#include "backend/cuda/skinny_linear.h"
 #include "util/error.h"
 
 namespace oscar::cuda {
@@ -11,6 +12,7 @@ constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 Gemm::Gemm(cudaStream_t stream) {
   check(cublasCreate(&handle_), "cublasCreate");
   check(cublasSetStream(handle_, stream), "cublasSetStream");
+  stream_ = stream;
   workspace_.resize(kWorkspaceBytes);
   check(cublasSetWorkspace(handle_, workspace_.data(), workspace_.bytes()), "cublasSetWorkspace");
   check(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
@@ -22,6 +24,13 @@ Gemm::~Gemm() {
 
 void Gemm::linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
                   int64_t inputs, float* y, bool accumulate) const {
+  if (rows == 0) return;
+  if (skinny_linear_supports(rows, inputs)) return skinny_linear(x, rows, w, outputs, inputs, y, accumulate, stream_);
+  cublas_linear(x, rows, w, outputs, inputs, y, accumulate);
+}
+
+void Gemm::cublas_linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
+                         int64_t inputs, float* y, bool accumulate) const {
   if (rows == 0) return;
   require(rows <= INT32_MAX && outputs <= INT32_MAX && inputs <= INT32_MAX,
           "cuBLAS: matrix of {} x {} x {} too large", rows, outputs, inputs);

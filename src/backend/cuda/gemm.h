@@ -1,7 +1,8 @@
 #pragma once
-// Linear layers through cuBLAS: bf16 weights and activations, float32 accumulation and output
-// (the residual stream stays float32). One handle on the backend's stream, with a fixed workspace
-// so that the calls can be captured into a CUDA graph.
+// Linear layers: bf16 weights and activations, float32 accumulation and output (the residual
+// stream stays float32). One or two rows (decode steps of batch 1 and 2) through skinny_linear.h,
+// more through cuBLAS: one handle on the backend's stream, with a fixed workspace so that the
+// calls can be captured into a CUDA graph.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,9 +24,13 @@ class Gemm {
   // nn.Linear weight); `accumulate` adds to y instead.
   void linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
               int64_t inputs, float* y, bool accumulate = false) const;
+  // The same product through cuBLAS whatever the rows (`oscar bench linear` compares the two).
+  void cublas_linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
+                     int64_t inputs, float* y, bool accumulate = false) const;
 
  private:
   cublasHandle_t handle_ = nullptr;
+  cudaStream_t stream_ = nullptr;
   DeviceBuffer<std::byte> workspace_;
 };
 

@@ -46,6 +46,38 @@ __device__ DeviceParams choose_params(const float (&x)[4], float lo, float hi, i
   return best;
 }
 
+// round_key_with_feedback (quant/key_error_feedback.cpp), lane l holding channels 4l..4l+3 of the
+// running values: channel j is rounded by its lane, whose error, divided by F[j][j], every lane
+// carries into its channels l > j times F[j][l]. Explicitly rounded operations keep nvcc from
+// fusing what the CPU computes as separate steps, so the codes are the CPU's. `factor` is in
+// shared memory: the 128 steps depend on each other, and a load from global memory in each of them
+// (a decode step's weights evict the factors from L2 every step) made the migration of a 32K x 8
+// step 216 us instead of 7 on the H100.
+__device__ void round_key_with_feedback(float (&running)[4], DeviceParams p, int bits, const float* factor,
+                                        int lane, int (&codes)[4]) {
+#pragma unroll 4
+  for (int j = 0; j < kHeadDim; ++j) {
+    const float4 row = reinterpret_cast<const float4*>(factor + j * kHeadDim)[lane];
+    const float f[4] = {row.x, row.y, row.z, row.w};
+    const int owner = j / 4;
+    float error = 0.0f;
+    if (lane == owner) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (c != j % 4) continue;
+        codes[c] = quantize_code(running[c], p, bits);
+        const float dequantized = __fadd_rn(__fmul_rn(float(codes[c]), p.scale), p.zero);
+        error = __fdiv_rn(__fsub_rn(running[c], dequantized), f[c]);  // f[c] = F[j][j]
+      }
+    }
+    error = __shfl_sync(0xffffffffu, error, owner);
+    // The CPU updates the channels l > j only; the others' codes are already taken, so updating
+    // them too changes no code and saves the comparisons.
+#pragma unroll
+    for (int c = 0; c < 4; ++c) running[c] = __fmaf_rn(-error, f[c], running[c]);
+  }
+}
+
 // The arenas of layer `layer` of the args' layers.
 __device__ __forceinline__ const std::byte* layer_full_pages(const KvMigrateArgs& args, int layer) {
   return args.full_pages + layer * args.full_layer_bytes;
@@ -54,50 +86,85 @@ __device__ __forceinline__ std::byte* layer_quantized_pages(const KvMigrateArgs&
   return args.quantized_pages + layer * args.quantized_layer_bytes;
 }
 
-// One warp per (layer, token, KV head, keys or values): lane l holds channels 4l..4l+3.
-__global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
+// One token's keys or values of one KV head in one layer, by one warp: lane l holds channels
+// 4l..4l+3. `factor`: the keys' error feedback factor in shared memory, or null.
+__device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateTask task, int kv_head, bool is_value,
+                            const float* factor) {
   const PageLayout& layout = args.layout;
   const int lane = threadIdx.x % 32;
   const int bits = layout.bits;
   const int lanes_per_group = int(layout.group_size) / 4;
+  const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
+  const int slot = task.position % layout.page_size_tokens;
+  const std::byte* full = layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
+                          (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
+  const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
+  const float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
+                      __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
+  float lo = fminf(fminf(x[0], x[1]), fminf(x[2], x[3]));
+  float hi = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+  lo = group_reduce(lo, lanes_per_group, [](float a, float b) { return fminf(a, b); });
+  hi = group_reduce(hi, lanes_per_group, [](float a, float b) { return fmaxf(a, b); });
+  const DeviceParams p = choose_params(x, lo, hi, lanes_per_group, bits,
+                                       is_value ? args.clip_ratio_v : args.clip_ratio_k, args.clip_search,
+                                       layout.param_format, args.q8_scales);
+  std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
+  std::byte* codes = page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+  int lane_codes[4];
+  if (factor != nullptr) {
+    float running[4] = {x[0], x[1], x[2], x[3]};
+    round_key_with_feedback(running, p, bits, factor, lane, lane_codes);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) lane_codes[i] = quantize_code(x[i], p, bits);
+  }
+  int packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) packed |= lane_codes[i] << (i * bits);
+  if (bits == 2) {
+    reinterpret_cast<uint8_t*>(codes)[lane] = uint8_t(packed);
+  } else {
+    reinterpret_cast<uint16_t*>(codes)[lane] = uint16_t(packed);
+  }
+  if (lane % lanes_per_group == 0) {
+    const int group = lane / lanes_per_group;
+    const int64_t offset = is_value ? layout.value_params(kv_head, slot, group) : layout.key_params(kv_head, slot, group);
+    store_params(p, layout.param_format, args.q8_scales, reinterpret_cast<uint8_t*>(page + offset));
+  }
+}
+
+// One warp per (layer, token, KV head, keys or values); keys quantized per channel (KIVI) or with
+// error feedback are left to the kernels below.
+__global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
+  const bool keys_elsewhere = args.layout.keys_per_channel || args.key_feedback != nullptr;
   const int units_per_layer = args.counts->migrate_tasks * args.num_kv_heads * 2;
   const int units = units_per_layer * args.num_layers;
   for (int global_unit = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; global_unit < units;
        global_unit += gridDim.x * kWarpsPerBlock) {
     const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
-    const MigrateTask task = args.tasks[unit / (2 * args.num_kv_heads)];
-    const int kv_head = (unit / 2) % args.num_kv_heads;
     const bool is_value = unit % 2 == 1;
-    if (!is_value && layout.keys_per_channel) continue;
-    const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
-    const int slot = task.position % layout.page_size_tokens;
-    const std::byte* full = layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-                            (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
-    const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
-    const float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
-                        __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
-    float lo = fminf(fminf(x[0], x[1]), fminf(x[2], x[3]));
-    float hi = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-    lo = group_reduce(lo, lanes_per_group, [](float a, float b) { return fminf(a, b); });
-    hi = group_reduce(hi, lanes_per_group, [](float a, float b) { return fmaxf(a, b); });
-    const DeviceParams p = choose_params(x, lo, hi, lanes_per_group, bits,
-                                         is_value ? args.clip_ratio_v : args.clip_ratio_k, args.clip_search,
-                                         layout.param_format, args.q8_scales);
-    std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
-    std::byte* codes = page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
-    int packed = 0;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) packed |= quantize_code(x[i], p, bits) << (i * bits);
-    if (bits == 2) {
-      reinterpret_cast<uint8_t*>(codes)[lane] = uint8_t(packed);
-    } else {
-      reinterpret_cast<uint16_t*>(codes)[lane] = uint16_t(packed);
-    }
-    if (lane % lanes_per_group == 0) {
-      const int group = lane / lanes_per_group;
-      const int64_t offset = is_value ? layout.value_params(kv_head, slot, group) : layout.key_params(kv_head, slot, group);
-      store_params(p, layout.param_format, args.q8_scales, reinterpret_cast<uint8_t*>(page + offset));
-    }
+    if (!is_value && keys_elsewhere) continue;
+    migrate_row(args, layer, args.tasks[unit / (2 * args.num_kv_heads)], (unit / 2) % args.num_kv_heads, is_value,
+                nullptr);
+  }
+}
+
+// Keys with error feedback: one block per (layer, KV head) stages the head's factor (64 KB) in
+// shared memory once, then its warps take the step's tokens in turn.
+constexpr int kFeedbackWarps = 8;
+constexpr int kFactorBytes = kHeadDim * kHeadDim * int(sizeof(float));
+
+__global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_keys_kernel(const KvMigrateArgs args) {
+  extern __shared__ float4 staged[];
+  const int tasks = args.counts->migrate_tasks;
+  const int layer = blockIdx.x / args.num_kv_heads, kv_head = blockIdx.x % args.num_kv_heads;
+  if (tasks == 0) return;
+  const auto* factor = reinterpret_cast<const float4*>(
+      args.key_feedback + (int64_t(layer) * args.num_kv_heads + kv_head) * kHeadDim * kHeadDim);
+  for (int i = threadIdx.x; i < kHeadDim * kHeadDim / 4; i += blockDim.x) staged[i] = __ldg(factor + i);
+  __syncthreads();
+  for (int t = threadIdx.x / 32; t < tasks; t += kFeedbackWarps) {
+    migrate_row(args, layer, args.tasks[t], kv_head, false, reinterpret_cast<const float*>(staged));
   }
 }
 
@@ -168,6 +235,14 @@ void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max
     const int64_t blocks = std::min<int64_t>((units + kWarpsPerBlock - 1) / kWarpsPerBlock, 4096);
     migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
     check_launch("migrate_tokens_kernel");
+    if (args.key_feedback != nullptr) {
+      static const cudaError_t opted_in = cudaFuncSetAttribute(
+          migrate_fed_back_keys_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kFactorBytes);
+      check(opted_in, "cudaFuncSetAttribute(migrate_fed_back_keys_kernel)");
+      migrate_fed_back_keys_kernel<<<unsigned(args.num_layers * args.num_kv_heads), 32 * kFeedbackWarps, kFactorBytes,
+                                     stream>>>(args);
+      check_launch("migrate_fed_back_keys_kernel");
+    }
   }
   if (max_key_groups > 0) {
     const int64_t blocks = std::min<int64_t>(max_key_groups * args.num_kv_heads * args.num_layers, 4096);

@@ -1,0 +1,17 @@
+#pragma once
+// Linear layers of one or two rows (decode steps of batch 1 and 2), where the time is the weight
+// read: y[rows][outputs] = x[rows][inputs] * w^T (+ y), bf16 inputs, float accumulation and output.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace oscar::cuda {
+
+// Whether skinny_linear serves this shape (otherwise cuBLAS does).
+bool skinny_linear_supports(int64_t rows, int64_t inputs);
+
+void skinny_linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs, int64_t inputs,
+                   float* y, bool accumulate, cudaStream_t stream);
+
+}  // namespace oscar::cuda
