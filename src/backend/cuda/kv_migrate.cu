@@ -149,21 +149,26 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
   }
 }
 
-// Keys with error feedback: one block per (layer, KV head) stages the head's factor (64 KB) in
-// shared memory once, then its warps take the step's tokens in turn.
+// Keys with error feedback: blocks of 8 warps per (layer, KV head), each staging the head's factor
+// (64 KB) in shared memory once and giving its warps the step's tokens in turn; a prefill chunk's
+// hundreds of tokens get more blocks per head (a token's chain of 128 steps takes ~40 us on the
+// H100: one block per head would take tokens / 8 of them in sequence).
 constexpr int kFeedbackWarps = 8;
 constexpr int kFactorBytes = kHeadDim * kHeadDim * int(sizeof(float));
+constexpr int kMaxFeedbackBlocks = 4096;
 
 __global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_keys_kernel(const KvMigrateArgs args) {
   extern __shared__ float4 staged[];
   const int tasks = args.counts->migrate_tasks;
-  const int layer = blockIdx.x / args.num_kv_heads, kv_head = blockIdx.x % args.num_kv_heads;
-  if (tasks == 0) return;
-  const auto* factor = reinterpret_cast<const float4*>(
-      args.key_feedback + (int64_t(layer) * args.num_kv_heads + kv_head) * kHeadDim * kHeadDim);
+  const int heads = args.num_layers * args.num_kv_heads;  // blocks (layer, KV head) x token block
+  const int head = int(blockIdx.x) % heads, token_block = int(blockIdx.x) / heads;
+  const int token_blocks = int(gridDim.x) / heads;
+  if (token_block * kFeedbackWarps >= tasks) return;  // the whole block: no token for it this step
+  const int layer = head / args.num_kv_heads, kv_head = head % args.num_kv_heads;
+  const auto* factor = reinterpret_cast<const float4*>(args.key_feedback + int64_t(head) * kHeadDim * kHeadDim);
   for (int i = threadIdx.x; i < kHeadDim * kHeadDim / 4; i += blockDim.x) staged[i] = __ldg(factor + i);
   __syncthreads();
-  for (int t = threadIdx.x / 32; t < tasks; t += kFeedbackWarps) {
+  for (int t = token_block * kFeedbackWarps + int(threadIdx.x) / 32; t < tasks; t += token_blocks * kFeedbackWarps) {
     migrate_row(args, layer, args.tasks[t], kv_head, false, reinterpret_cast<const float*>(staged));
   }
 }
@@ -239,8 +244,10 @@ void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max
       static const cudaError_t opted_in = cudaFuncSetAttribute(
           migrate_fed_back_keys_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kFactorBytes);
       check(opted_in, "cudaFuncSetAttribute(migrate_fed_back_keys_kernel)");
-      migrate_fed_back_keys_kernel<<<unsigned(args.num_layers * args.num_kv_heads), 32 * kFeedbackWarps, kFactorBytes,
-                                     stream>>>(args);
+      const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
+      const int64_t token_blocks = std::clamp<int64_t>((max_tasks + kFeedbackWarps - 1) / kFeedbackWarps, 1,
+                                                       std::max<int64_t>(1, kMaxFeedbackBlocks / heads));
+      migrate_fed_back_keys_kernel<<<unsigned(heads * token_blocks), 32 * kFeedbackWarps, kFactorBytes, stream>>>(args);
       check_launch("migrate_fed_back_keys_kernel");
     }
   }
