@@ -76,13 +76,14 @@ KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std
   KvCacheConfig kv;
   kv.dtype = dtype;
   kv.method = dtype == KvDtype::bf16 ? KvMethod::naive : KvMethod::quarot;
-  kv.param_format = scale_format;
   if (kv.quantized() && !oscar_rotations.empty()) {
     kv.method = KvMethod::oscar;
     kv.rotations_path = oscar_rotations;
-    kv.key_error_feedback = true;
-    kv.clip_search = true;
   }
+  // The method's defaults as `oscar` applies them, with the given group parameters.
+  ModelOptions defaults;
+  defaults.kv_scale_format = std::string(to_string(scale_format));
+  apply_quantization_options(defaults, kv);
   return kv;
 }
 

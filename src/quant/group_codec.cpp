@@ -76,6 +76,13 @@ GroupParams choose_group_params(std::span<const float> values, int bits, ClipPol
   return best;
 }
 
+void choose_row_params(std::span<const float> row, int group_size, int bits, ClipPolicy clip, ParamFormat format,
+                       std::span<GroupParams> params) {
+  for (size_t g = 0; g < params.size(); ++g) {
+    params[g] = choose_group_params(row.subspan(g * size_t(group_size), size_t(group_size)), bits, clip, format);
+  }
+}
+
 int quantize_code(float value, GroupParams params, int bits) {
   const float scaled = std::nearbyint((value - params.zero) / params.scale);
   return int(std::clamp(scaled, 0.0f, float((1 << bits) - 1)));

@@ -49,6 +49,11 @@ GroupParams params_for_range(float lo, float hi, int bits, ParamFormat format);
 GroupParams choose_group_params(std::span<const float> values, int bits, ClipPolicy clip,
                                 ParamFormat format);
 
+// The parameters of each group of `group_size` consecutive values of a row, into `params`
+// (row.size() / group_size of them).
+void choose_row_params(std::span<const float> row, int group_size, int bits, ClipPolicy clip, ParamFormat format,
+                       std::span<GroupParams> params);
+
 // The code of one value: its nearest grid point of `params`, clamped to [0, 2^bits - 1].
 int quantize_code(float value, GroupParams params, int bits);
 

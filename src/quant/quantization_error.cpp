@@ -26,22 +26,18 @@ void round_trip_per_token(float* rows, int64_t tokens, int64_t d, const RowCodec
   std::vector<GroupParams> params(size_t(d / c.group_size));
   std::vector<float> dequantized(static_cast<size_t>(d));
   for (int64_t t = 0; t < tokens; ++t) {
+    const std::span<const float> row(rows + t * d, size_t(d));
+    choose_row_params(row, c.group_size, c.bits, c.clip, c.param_format, params);
     if (c.key_feedback != nullptr) {
-      const std::span<const float> row(rows + t * d, size_t(d));
-      for (int64_t g = 0; g < d; g += c.group_size) {
-        params[size_t(g / c.group_size)] = choose_group_params(row.subspan(size_t(g), size_t(c.group_size)), c.bits,
-                                                               c.clip, c.param_format);
-      }
       round_key_with_feedback(row, params, c.group_size, c.bits, std::span(c.key_feedback, size_t(d * d)),
                               dequantized);
       std::copy(dequantized.begin(), dequantized.end(), rows + t * d);
       continue;
     }
-    for (int64_t g = 0; g < d; g += c.group_size) {
-      const std::span<const float> group(rows + t * d + g, size_t(c.group_size));
-      const GroupParams p = choose_group_params(group, c.bits, c.clip, c.param_format);
-      quantize_group(group, p, c.bits, codes.data());
-      dequantize_group(codes.data(), 0, c.group_size, p, c.bits, rows + t * d + g);
+    for (int64_t g = 0; g < d / c.group_size; ++g) {
+      quantize_group(row.subspan(size_t(g * c.group_size), size_t(c.group_size)), params[size_t(g)], c.bits,
+                     codes.data());
+      dequantize_group(codes.data(), 0, c.group_size, params[size_t(g)], c.bits, rows + t * d + g * c.group_size);
     }
   }
 }

@@ -117,10 +117,7 @@ void CpuKvStore::quantize_token_groups(std::byte* page, int64_t layer, int64_t k
   auto* codes = reinterpret_cast<uint8_t*>(
       page + (is_key ? layout_.key_codes(kv_head, slot) : layout_.value_codes(kv_head, slot)));
   std::vector<GroupParams> params(size_t(d / g));
-  for (int64_t group = 0; group < d / g; ++group) {
-    params[size_t(group)] =
-        choose_group_params(std::span<const float>(row + group * g, size_t(g)), bits, clip, layout_.param_format);
-  }
+  choose_row_params(std::span<const float>(row, size_t(d)), int(g), bits, clip, layout_.param_format, params);
   // With error feedback the codes come from the running values; the parameters stay the nearest
   // rounding's.
   std::vector<float> fed_back;
