@@ -27,7 +27,7 @@ std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decrea
   const Eigen::MatrixXd upper = inverse_factor.matrixU();
   std::vector<float> factor(size_t(d * d));
   for (int64_t j = 0; j < d; ++j)
-    for (int64_t l = 0; l < d; ++l) factor[size_t(j * d + l)] = float(upper(j, l));
+    for (int64_t l = 0; l < d; ++l) factor[size_t(j * d + l)] = float(upper(j, l) / upper(j, j));
   return factor;
 }
 
@@ -53,11 +53,14 @@ std::vector<float> key_feedback_factors(const KvRotations& rotations, double dam
 void round_key_with_feedback(std::span<const float> row, std::span<const GroupParams> params, int group_size,
                              int bits, std::span<const float> factor, std::span<float> dequantized) {
   const size_t d = row.size();
+  const float max_code = float((1 << bits) - 1);
   std::vector<float> running(row.begin(), row.end());
   for (size_t j = 0; j < d; ++j) {
     const GroupParams p = params[j / size_t(group_size)];
-    dequantized[j] = float(quantize_code(running[j], p, bits)) * p.scale + p.zero;
-    const float error = (running[j] - dequantized[j]) / factor[j * d + j];
+    const float inverse_scale = 1.0f / p.scale;
+    const float code = std::clamp(std::nearbyint((running[j] - p.zero) * inverse_scale), 0.0f, max_code);
+    dequantized[j] = code * p.scale + p.zero;
+    const float error = running[j] - dequantized[j];
     for (size_t l = j + 1; l < d; ++l) running[l] = std::fma(-error, factor[j * d + l], running[l]);
   }
 }

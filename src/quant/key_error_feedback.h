@@ -20,8 +20,10 @@ namespace oscar {
 // smallest eigenvalues of C_Q are near zero.
 inline constexpr double kKeyFeedbackDamping = 0.01;
 
-// The upper Cholesky factor F of (M + damping * mean(lambda) * I)^-1 (= F^T F), D x D row-major,
-// from C_Q's eigenvalues in decreasing order as `oscar calibrate` stores them.
+// The unit upper-triangular factor G of (M + damping * mean(lambda) * I)^-1 = G^T diag(s) G: the
+// upper Cholesky factor's rows divided by their diagonal (in double), so G (M + damping) G^T is
+// diagonal. D x D row-major, from C_Q's eigenvalues in decreasing order as `oscar calibrate`
+// stores them.
 std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decreasing,
                                        double damping = kKeyFeedbackDamping);
 
@@ -29,10 +31,13 @@ std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decrea
 // rotations file (`oscar calibrate` writes them); both backends round with these.
 std::vector<float> key_feedback_factors(const KvRotations& rotations, double damping = kKeyFeedbackDamping);
 
-// Rounds one rotated key row of D channels with error feedback: channel j takes the nearest code of
-// its group's `params` (groups of `group_size` channels) for its running value, and its error,
-// divided by F[j][j], is subtracted from channels l > j times F[j][l]. `dequantized` receives each
-// channel's code * scale + zero (quantize_group recovers the codes from it).
+// Rounds one rotated key row of D channels with error feedback: channel j takes the code
+// clamp(rint((running - zero) * (1 / scale))) of its group's `params` (groups of `group_size`
+// channels) for its running value, and its error (running - code * scale - zero) is subtracted from
+// channels l > j times G[j][l]. Multiplying by the reciprocal instead of dividing (as quantize_code
+// does) can move a value lying within a rounding error of a midpoint to the other code; it keeps a
+// division, and its latency, out of the 128 dependent steps (the GPU's migration waits on them).
+// `dequantized` receives each channel's code * scale + zero (quantize_group recovers the codes).
 void round_key_with_feedback(std::span<const float> row, std::span<const GroupParams> params, int group_size,
                              int bits, std::span<const float> factor, std::span<float> dequantized);
 

@@ -38,20 +38,30 @@ RotatedSpace rotated_space(int64_t d, uint64_t seed) {
   return {rotation.transpose() * cq * rotation, std::vector<float>(r.eigenvalues.begin(), r.eigenvalues.end())};
 }
 
-TEST(KeyErrorFeedback, FactorInvertsTheDampedQueryCovarianceOfTheRotatedKeys) {
+// G is unit upper triangular and (M + damping)^-1 = G^T diag(s) G with s > 0: G (M + damping) G^T
+// is diagonal and positive.
+TEST(KeyErrorFeedback, FactorDecorrelatesTheDampedQueryCovarianceOfTheRotatedKeys) {
   const int64_t d = 16;
   const RotatedSpace space = rotated_space(d, 3);
   const std::vector<float> factor = key_feedback_factor(space.eigenvalues, kKeyFeedbackDamping);
-  Eigen::MatrixXd f(d, d);
+  Eigen::MatrixXd g(d, d);
   for (int64_t j = 0; j < d; ++j)
-    for (int64_t l = 0; l < d; ++l) f(j, l) = factor[size_t(j * d + l)];
-  for (int64_t j = 0; j < d; ++j)
-    for (int64_t l = 0; l < j; ++l) EXPECT_EQ(f(j, l), 0.0) << "upper triangular";
+    for (int64_t l = 0; l < d; ++l) g(j, l) = factor[size_t(j * d + l)];
+  for (int64_t j = 0; j < d; ++j) {
+    EXPECT_EQ(g(j, j), 1.0) << "unit diagonal";
+    for (int64_t l = 0; l < j; ++l) EXPECT_EQ(g(j, l), 0.0) << "upper triangular";
+  }
   double mean = 0;
   for (float e : space.eigenvalues) mean += e / double(d);
   const Eigen::MatrixXd damped = space.m + kKeyFeedbackDamping * mean * Eigen::MatrixXd::Identity(d, d);
-  const Eigen::MatrixXd product = f.transpose() * f * damped;
-  EXPECT_LT((product - Eigen::MatrixXd::Identity(d, d)).cwiseAbs().maxCoeff(), 1e-4);
+  const Eigen::MatrixXd product = g * damped * g.transpose();
+  for (int64_t j = 0; j < d; ++j) {
+    EXPECT_GT(product(j, j), 0.0);
+    for (int64_t l = 0; l < d; ++l) {
+      if (l == j) continue;
+      EXPECT_LT(std::abs(product(j, l)), 1e-4 * std::sqrt(product(j, j) * product(l, l))) << j << "," << l;
+    }
+  }
 }
 
 TEST(KeyErrorFeedback, LowersTheQueryWeightedErrorWithTheSameParameters) {

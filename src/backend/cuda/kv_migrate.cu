@@ -7,6 +7,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_codec.cuh"
 #include "backend/cuda/layer_kernels.h"
+#include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
@@ -23,7 +24,8 @@ __device__ __forceinline__ T group_reduce(T value, int lanes, Op op) {
 
 // choose_group_params: the clip ratio as given, or the candidate with the least squared error
 // (the first one on ties, as on the CPU).
-__device__ DeviceParams choose_params(const float (&x)[4], float lo, float hi, int lanes, int bits,
+template <int N>
+__device__ DeviceParams choose_params(const float (&x)[N], float lo, float hi, int lanes, int bits,
                                       float ratio, bool search, ParamFormat format, const float* q8_scales) {
   if (!search) return params_for_range(lo * ratio, hi * ratio, bits, format, q8_scales);
   DeviceParams best{};
@@ -33,7 +35,7 @@ __device__ DeviceParams choose_params(const float (&x)[4], float lo, float hi, i
     const DeviceParams p = params_for_range(lo * candidate, hi * candidate, bits, format, q8_scales);
     double error = 0.0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < N; ++i) {
       const double diff = double(x[i]) - double(float(quantize_code(x[i], p, bits)) * p.scale + p.zero);
       error += diff * diff;
     }
@@ -46,38 +48,6 @@ __device__ DeviceParams choose_params(const float (&x)[4], float lo, float hi, i
   return best;
 }
 
-// round_key_with_feedback (quant/key_error_feedback.cpp), lane l holding channels 4l..4l+3 of the
-// running values: channel j is rounded by its lane, whose error, divided by F[j][j], every lane
-// carries into its channels l > j times F[j][l]. Explicitly rounded operations keep nvcc from
-// fusing what the CPU computes as separate steps, so the codes are the CPU's. `factor` is in
-// shared memory: the 128 steps depend on each other, and a load from global memory in each of them
-// (a decode step's weights evict the factors from L2 every step) made the migration of a 32K x 8
-// step 216 us instead of 7 on the H100.
-__device__ void round_key_with_feedback(float (&running)[4], DeviceParams p, int bits, const float* factor,
-                                        int lane, int (&codes)[4]) {
-#pragma unroll 4
-  for (int j = 0; j < kHeadDim; ++j) {
-    const float4 row = reinterpret_cast<const float4*>(factor + j * kHeadDim)[lane];
-    const float f[4] = {row.x, row.y, row.z, row.w};
-    const int owner = j / 4;
-    float error = 0.0f;
-    if (lane == owner) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        if (c != j % 4) continue;
-        codes[c] = quantize_code(running[c], p, bits);
-        const float dequantized = __fadd_rn(__fmul_rn(float(codes[c]), p.scale), p.zero);
-        error = __fdiv_rn(__fsub_rn(running[c], dequantized), f[c]);  // f[c] = F[j][j]
-      }
-    }
-    error = __shfl_sync(0xffffffffu, error, owner);
-    // The CPU updates the channels l > j only; the others' codes are already taken, so updating
-    // them too changes no code and saves the comparisons.
-#pragma unroll
-    for (int c = 0; c < 4; ++c) running[c] = __fmaf_rn(-error, f[c], running[c]);
-  }
-}
-
 // The arenas of layer `layer` of the args' layers.
 __device__ __forceinline__ const std::byte* layer_full_pages(const KvMigrateArgs& args, int layer) {
   return args.full_pages + layer * args.full_layer_bytes;
@@ -87,9 +57,8 @@ __device__ __forceinline__ std::byte* layer_quantized_pages(const KvMigrateArgs&
 }
 
 // One token's keys or values of one KV head in one layer, by one warp: lane l holds channels
-// 4l..4l+3. `factor`: the keys' error feedback factor in shared memory, or null.
-__device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateTask task, int kv_head, bool is_value,
-                            const float* factor) {
+// 4l..4l+3.
+__device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateTask task, int kv_head, bool is_value) {
   const PageLayout& layout = args.layout;
   const int lane = threadIdx.x % 32;
   const int bits = layout.bits;
@@ -110,17 +79,9 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
                                        layout.param_format, args.q8_scales);
   std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
   std::byte* codes = page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
-  int lane_codes[4];
-  if (factor != nullptr) {
-    float running[4] = {x[0], x[1], x[2], x[3]};
-    round_key_with_feedback(running, p, bits, factor, lane, lane_codes);
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) lane_codes[i] = quantize_code(x[i], p, bits);
-  }
   int packed = 0;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) packed |= lane_codes[i] << (i * bits);
+  for (int i = 0; i < 4; ++i) packed |= quantize_code(x[i], p, bits) << (i * bits);
   if (bits == 2) {
     reinterpret_cast<uint8_t*>(codes)[lane] = uint8_t(packed);
   } else {
@@ -144,32 +105,138 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
     const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
     const bool is_value = unit % 2 == 1;
     if (!is_value && keys_elsewhere) continue;
-    migrate_row(args, layer, args.tasks[unit / (2 * args.num_kv_heads)], (unit / 2) % args.num_kv_heads, is_value,
-                nullptr);
+    migrate_row(args, layer, args.tasks[unit / (2 * args.num_kv_heads)], (unit / 2) % args.num_kv_heads, is_value);
   }
 }
 
-// Keys with error feedback: blocks of 8 warps per (layer, KV head), each staging the head's factor
-// (64 KB) in shared memory once and giving its warps the step's tokens in turn; a prefill chunk's
-// hundreds of tokens get more blocks per head (a token's chain of 128 steps takes ~40 us on the
-// H100: one block per head would take tokens / 8 of them in sequence).
-constexpr int kFeedbackWarps = 8;
-constexpr int kFactorBytes = kHeadDim * kHeadDim * int(sizeof(float));
+// Keys with error feedback: round_key_with_feedback (quant/key_error_feedback.cpp) mirrored
+// operation for operation (explicitly rounded float operations keep nvcc from fusing what the CPU
+// computes as separate steps, so the codes are the CPU's). A token's 128 steps depend on each other
+// and most of a step is the one channel's rounding: with a warp per token, 31 lanes idled through
+// it (47 us for a 32K x 8 decode step on the H100). Half a warp holds a token (lane r of the 16:
+// channels 8r..8r+7): in step j every lane rounds its channel j % 8, the owner's error goes to the
+// token's lanes, and each updates its 8 channels. Eight channels keep the loop body (8 unrolled
+// steps) small: with 32 channels a lane, the unrolled body outgrew the instruction cache and the
+// warps waited on instruction fetch more than on anything else (51 us).
+constexpr int kLanesPerToken = 16;
+constexpr int kChannelsPerLane = kHeadDim / kLanesPerToken;
+constexpr int kTokensPerWarp = 32 / kLanesPerToken;
+constexpr int kFeedbackWarps = 4;
+constexpr int kTokensPerBlock = kFeedbackWarps * kTokensPerWarp;
+// The factor in shared memory: row j's 16 segments of 8 channels, with 16 bytes between each four,
+// so the eight lanes of a quarter warp, reading eight segments of a row, hit different banks.
+constexpr int segment_offset(int r) { return r * kChannelsPerLane + r / 4 * 4; }  // floats
+constexpr int kRowFloats = segment_offset(kLanesPerToken);
+constexpr int kStagedBytes = kHeadDim * kRowFloats * int(sizeof(float));
 constexpr int kMaxFeedbackBlocks = 4096;
 
+// One token's keys, by its 16 lanes; `store`: false for the lanes of a warp's unused token slot,
+// which still take part in the shuffles. kBits: 2 or 4, a constant so the codes pack in registers.
+template <int kBits>
+__device__ void migrate_fed_back_key(const KvMigrateArgs& args, int layer, const MigrateTask task, bool store,
+                                     int kv_head, const float* factor, int lane) {
+  const PageLayout& layout = args.layout;
+  const int r = lane % kLanesPerToken;
+  const int lanes_per_group = int(layout.group_size) / kChannelsPerLane;
+  const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
+  const int slot = task.position % layout.page_size_tokens;
+  const uint4 raw = reinterpret_cast<const uint4*>(layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
+                                                   layout.full_key_offset(kv_head, slot))[r];
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+  float running[kChannelsPerLane];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    running[2 * w] = __uint_as_float(words[w] << 16);
+    running[2 * w + 1] = __uint_as_float(words[w] & 0xffff0000u);
+  }
+  float lo = running[0], hi = running[0];
+#pragma unroll
+  for (int c = 1; c < kChannelsPerLane; ++c) {
+    lo = fminf(lo, running[c]);
+    hi = fmaxf(hi, running[c]);
+  }
+  lo = group_reduce(lo, lanes_per_group, [](float a, float b) { return fminf(a, b); });
+  hi = group_reduce(hi, lanes_per_group, [](float a, float b) { return fmaxf(a, b); });
+  const DeviceParams p = choose_params(running, lo, hi, lanes_per_group, kBits, args.clip_ratio_k, args.clip_search,
+                                       layout.param_format, args.q8_scales);
+  const float inverse_scale = __frcp_rn(p.scale);  // the CPU's 1.0f / scale
+  constexpr float kMaxCode = float((1 << kBits) - 1);
+  const int token_base = lane & ~(kLanesPerToken - 1);
+  const float* segment = factor + segment_offset(r);
+  uint32_t packed = 0;
+  for (int owner = 0; owner < kLanesPerToken; ++owner) {
+#pragma unroll
+    for (int c = 0; c < kChannelsPerLane; ++c) {
+      // Every lane rounds its channel c; the owner's (channel j) is the one the chain takes.
+      const float code = fminf(fmaxf(rintf(__fmul_rn(__fsub_rn(running[c], p.zero), inverse_scale)), 0.0f), kMaxCode);
+      const float error = __shfl_sync(0xffffffffu, __fsub_rn(running[c], __fadd_rn(__fmul_rn(code, p.scale), p.zero)),
+                                      token_base | owner);
+      if (r == owner) packed |= uint32_t(code) << (c * kBits);
+      // The CPU updates the channels l > j only; the others' codes are already taken (G[j][l] = 0
+      // for l < j), so updating them too changes no code and keeps the lanes in step.
+      const float4* row = reinterpret_cast<const float4*>(segment + (owner * kChannelsPerLane + c) * kRowFloats);
+#pragma unroll
+      for (int k = 0; k < kChannelsPerLane / 4; ++k) {
+        const float4 f = row[k];
+        running[4 * k] = __fmaf_rn(-error, f.x, running[4 * k]);
+        running[4 * k + 1] = __fmaf_rn(-error, f.y, running[4 * k + 1]);
+        running[4 * k + 2] = __fmaf_rn(-error, f.z, running[4 * k + 2]);
+        running[4 * k + 3] = __fmaf_rn(-error, f.w, running[4 * k + 3]);
+      }
+    }
+  }
+  if (!store) return;
+  std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
+  std::byte* codes = page + layout.key_codes(kv_head, slot);
+  if constexpr (kBits == 2) {
+    reinterpret_cast<uint16_t*>(codes)[r] = uint16_t(packed);
+  } else {
+    reinterpret_cast<uint32_t*>(codes)[r] = packed;
+  }
+  if (r % lanes_per_group == 0) {
+    store_params(p, layout.param_format, args.q8_scales,
+                 reinterpret_cast<uint8_t*>(page + layout.key_params(kv_head, slot, r / lanes_per_group)));
+  }
+}
+
+// Blocks per (layer, KV head), as many as the step's tokens need (a prefill chunk's hundreds), each
+// staging the head's factor once.
 __global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_keys_kernel(const KvMigrateArgs args) {
   extern __shared__ float4 staged[];
   const int tasks = args.counts->migrate_tasks;
-  const int heads = args.num_layers * args.num_kv_heads;  // blocks (layer, KV head) x token block
+  const int heads = args.num_layers * args.num_kv_heads;  // blocks: (layer, KV head) x token block
   const int head = int(blockIdx.x) % heads, token_block = int(blockIdx.x) / heads;
   const int token_blocks = int(gridDim.x) / heads;
-  if (token_block * kFeedbackWarps >= tasks) return;  // the whole block: no token for it this step
+  if (token_block * kTokensPerBlock >= tasks) return;  // the whole block: no token for it this step
   const int layer = head / args.num_kv_heads, kv_head = head % args.num_kv_heads;
   const auto* factor = reinterpret_cast<const float4*>(args.key_feedback + int64_t(head) * kHeadDim * kHeadDim);
-  for (int i = threadIdx.x; i < kHeadDim * kHeadDim / 4; i += blockDim.x) staged[i] = __ldg(factor + i);
+  // All copies in flight at once (a loop of load-then-store waited on memory once per iteration).
+  // G[j][l] = 0 for l < j: segments left of the diagonal's are zeros, written, not read.
+  constexpr int kVectorsPerSegment = kChannelsPerLane / 4;
+  const uint32_t base = shared_address(staged);
+  for (int i = threadIdx.x; i < kHeadDim * kHeadDim / 4; i += blockDim.x) {
+    const int j = i / (kHeadDim / 4), segment = i % (kHeadDim / 4) / kVectorsPerSegment, k = i % kVectorsPerSegment;
+    const int to = (j * kRowFloats + segment_offset(segment)) / 4 + k;
+    if (segment >= j / kChannelsPerLane) {
+      cp_async_16(base + to * 16, factor + i);
+    } else {
+      staged[to] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
-  for (int t = token_block * kFeedbackWarps + int(threadIdx.x) / 32; t < tasks; t += token_blocks * kFeedbackWarps) {
-    migrate_row(args, layer, args.tasks[t], kv_head, false, reinterpret_cast<const float*>(staged));
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  for (int first = (token_block * kFeedbackWarps + warp) * kTokensPerWarp; first < tasks;
+       first += token_blocks * kTokensPerBlock) {
+    const int t = first + lane / kLanesPerToken;
+    const MigrateTask task = args.tasks[min(t, tasks - 1)];
+    const auto* staged_factor = reinterpret_cast<const float*>(staged);
+    if (args.layout.bits == 2) {
+      migrate_fed_back_key<2>(args, layer, task, t < tasks, kv_head, staged_factor, lane);
+    } else {
+      migrate_fed_back_key<4>(args, layer, task, t < tasks, kv_head, staged_factor, lane);
+    }
   }
 }
 
@@ -242,12 +309,12 @@ void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max
     check_launch("migrate_tokens_kernel");
     if (args.key_feedback != nullptr) {
       static const cudaError_t opted_in = cudaFuncSetAttribute(
-          migrate_fed_back_keys_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kFactorBytes);
+          migrate_fed_back_keys_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedBytes);
       check(opted_in, "cudaFuncSetAttribute(migrate_fed_back_keys_kernel)");
       const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
-      const int64_t token_blocks = std::clamp<int64_t>((max_tasks + kFeedbackWarps - 1) / kFeedbackWarps, 1,
+      const int64_t token_blocks = std::clamp<int64_t>((max_tasks + kTokensPerBlock - 1) / kTokensPerBlock, 1,
                                                        std::max<int64_t>(1, kMaxFeedbackBlocks / heads));
-      migrate_fed_back_keys_kernel<<<unsigned(heads * token_blocks), 32 * kFeedbackWarps, kFactorBytes, stream>>>(args);
+      migrate_fed_back_keys_kernel<<<unsigned(heads * token_blocks), 32 * kFeedbackWarps, kStagedBytes, stream>>>(args);
       check_launch("migrate_fed_back_keys_kernel");
     }
   }

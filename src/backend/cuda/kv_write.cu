@@ -45,10 +45,25 @@ __global__ void kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_b
   const PageLayout& layout = args.layout;
   const int first = blockIdx.x * rows_per_block;
   for (int row = first; row < min(rows, first + rows_per_block); ++row) {
+    // Every global load of the row is issued before anything waits on one: the key, the group's
+    // queries, this thread's value channel and the page lookup (two dependent loads) each took a
+    // round trip of their own, most of a decode step's write time.
     const float* source = args.qkv + int64_t(row) * args.row_stride;
+    const float key_in = source[int64_t(args.num_heads + kv_head) * kHeadDim + j];
+    float queries_in[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      queries_in[g] = g < group ? source[int64_t(kv_head * group + g) * kHeadDim + j] : 0.0f;
+    }
+    const float value = source[int64_t(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim + channel];
+    const QueryRow q = args.rows[row];
+    const PageIds ids = args.page_table[q.page_table + q.position / layout.page_size_tokens];
     __syncthreads();  // the previous row's vectors are read
-    vectors[0][j] = source[int64_t(args.num_heads + kv_head) * kHeadDim + j];
-    for (int g = 0; g < group; ++g) vectors[1 + g][j] = source[int64_t(kv_head * group + g) * kHeadDim + j];
+    vectors[0][j] = key_in;
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g < group) vectors[1 + g][j] = queries_in[g];
+    }
     if (rotates) cp_async_wait<0>();
     __syncthreads();
     constexpr int kVectorsPerThread = (kMaxGroup + kVectorSlots) / kVectorSlots;
@@ -71,8 +86,6 @@ __global__ void kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_b
         }
       }
     }
-    const QueryRow q = args.rows[row];
-    const PageIds ids = args.page_table[q.page_table + q.position / layout.page_size_tokens];
     const int page_slot = q.position % layout.page_size_tokens;
     std::byte* page = args.full_pages + int64_t(ids.full) * layout.full_page_bytes;
     float* queries = args.rotated_queries + int64_t(row) * args.num_heads * kHeadDim;
@@ -80,7 +93,6 @@ __global__ void kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_b
     for (int k = 0; k < kVectorsPerThread; ++k) {
       const int v = slot + k * kVectorSlots;
       if (v == 0) {
-        const float value = source[int64_t(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim + channel];
         reinterpret_cast<__nv_bfloat16*>(page + layout.full_key_offset(kv_head, page_slot))[channel] =
             __float2bfloat16_rn(out[k]);
         reinterpret_cast<__nv_bfloat16*>(page + layout.full_value_offset(kv_head, page_slot))[channel] =
