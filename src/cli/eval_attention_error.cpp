@@ -9,6 +9,7 @@
 #include "cli/eval_common.h"
 #include "eval/attention_error.h"
 #include "eval/svg_plot.h"
+#include "model/value_error_feedback.h"
 #include "quant/kv_rotations.h"
 #include "tokenizer/corpus.h"
 #include "util/error.h"
@@ -48,7 +49,9 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
       kv.method = method;
       kv.group_size = group;
       apply_quantization_options(o.model, kv);
-      methods.push_back({fmt::format("{} g{}", to_string(method), group), kv, oscar ? &*oscar : nullptr});
+      methods.push_back({fmt::format("{} g{}", to_string(method), group), kv, oscar ? &*oscar : nullptr,
+                         kv.value_error_feedback ? value_feedback_factors(session.weights, *oscar)
+                                                 : std::vector<float>{}});
     }
   }
   BackendOptions backend_options;

@@ -25,6 +25,7 @@ struct ModelOptions {
   std::optional<float> kv_clip_v;
   std::optional<bool> kv_clip_search;           // default: on for oscar without explicit ratios
   std::optional<bool> kv_key_error_feedback;     // default: on for quantized oscar caches
+  std::optional<bool> kv_value_error_feedback;   // default: on for quantized oscar caches
   int64_t kv_sink_tokens = 64;
   int64_t kv_recent_tokens = 256;
   std::optional<int> kv_page_size;

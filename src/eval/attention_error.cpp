@@ -3,7 +3,7 @@
 #include "backend/activation_recorder.h"
 #include "backend/sequence_runner.h"
 #include "quant/hadamard.h"
-#include "quant/key_error_feedback.h"
+#include "quant/error_feedback.h"
 #include "quant/quantization_error.h"
 #include "util/error.h"
 #include "util/half.h"
@@ -68,12 +68,12 @@ std::vector<LayerAttentionError> evaluate_attention_error(Backend& backend,
             for (float& x : v_hat) x = round_to_bf16(x);
           } else if (m.kv.quantized()) {
             const auto [key_rotation, value_rotation] = rotations_for(m, hadamard, layer, h);
-            const float* feedback = key_feedback[method].empty()
-                                        ? nullptr
-                                        : &key_feedback[method][size_t((layer * config.num_kv_heads + h) * d * d)];
+            const size_t factor = size_t((layer * config.num_kv_heads + h) * d * d);
             const RowCodec key_codec{m.kv.bits(), m.kv.group_size, m.kv.param_format, m.kv.key_clip(),
-                                     m.kv.keys_per_channel(), feedback};
-            const RowCodec value_codec{m.kv.bits(), m.kv.group_size, m.kv.param_format, m.kv.value_clip()};
+                                     m.kv.keys_per_channel(),
+                                     key_feedback[method].empty() ? nullptr : &key_feedback[method][factor]};
+            const RowCodec value_codec{m.kv.bits(), m.kv.group_size, m.kv.param_format, m.kv.value_clip(), false,
+                                       m.value_feedback.empty() ? nullptr : &m.value_feedback[factor]};
             k_hat = quantize_round_trip(k.data(), count, d, key_rotation, key_codec);
             v_hat = quantize_round_trip(v.data(), count, d, value_rotation, value_codec);
           }

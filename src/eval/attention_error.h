@@ -16,6 +16,8 @@ struct AttentionErrorMethod {
   std::string name;                    // e.g. "oscar g128"
   KvCacheConfig kv;                    // dtype, method, group size, clip ratios, scale format
   const KvRotations* rotations = nullptr;  // oscar: the calibrated file (others derive their own)
+  // kv.value_error_feedback: the model's value_feedback_factors (model/value_error_feedback.h).
+  std::vector<float> value_feedback;
 };
 
 struct LayerAttentionError {

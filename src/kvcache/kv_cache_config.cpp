@@ -83,9 +83,11 @@ std::string describe(const KvCacheConfig& c) {
   }
   const std::string clip =
       c.clip_search ? "clip search" : fmt::format("clip {:.2f}/{:.2f}", c.clip_ratio_k, c.clip_ratio_v);
+  const char* feedback = c.key_error_feedback ? (c.value_error_feedback ? " key+value feedback" : " key feedback")
+                                              : (c.value_error_feedback ? " value feedback" : "");
   return fmt::format("{} {} g{} {} {}{} sink {} recent {} page {}", to_string(c.dtype), to_string(c.method),
-                     c.group_size, to_string(c.param_format), clip, c.key_error_feedback ? " key feedback" : "",
-                     c.sink_tokens, c.recent_tokens, c.page_size_tokens);
+                     c.group_size, to_string(c.param_format), clip, feedback, c.sink_tokens, c.recent_tokens,
+                     c.page_size_tokens);
 }
 
 int64_t quantized_end(const KvCacheConfig& c, int64_t num_tokens, int64_t full_precision_until) {

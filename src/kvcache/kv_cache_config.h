@@ -23,7 +23,8 @@ struct KvCacheConfig {
   float clip_ratio_k = 1.0f;   // scales each group's min and max before quantizing keys
   float clip_ratio_v = 1.0f;
   bool clip_search = false;    // instead, pick each group's ratio for least squared error
-  bool key_error_feedback = false;  // OSCAR keys rounded with error feedback (quant/key_error_feedback.h)
+  bool key_error_feedback = false;    // OSCAR keys rounded with error feedback (quant/error_feedback.h)
+  bool value_error_feedback = false;  // OSCAR values rounded with error feedback (model/value_error_feedback.h)
   int64_t sink_tokens = 64;    // the first tokens, always full precision
   int64_t recent_tokens = 256; // the most recent tokens, full precision
   int page_size_tokens = 64;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "quant/key_error_feedback.h"
+#include "quant/error_feedback.h"
 
 namespace oscar {
 namespace {
@@ -28,8 +28,8 @@ void round_trip_per_token(float* rows, int64_t tokens, int64_t d, const RowCodec
   for (int64_t t = 0; t < tokens; ++t) {
     const std::span<const float> row(rows + t * d, size_t(d));
     choose_row_params(row, c.group_size, c.bits, c.clip, c.param_format, params);
-    if (c.key_feedback != nullptr) {
-      round_key_with_feedback(row, params, c.group_size, c.bits, std::span(c.key_feedback, size_t(d * d)),
+    if (c.feedback != nullptr) {
+      round_with_feedback(row, params, c.group_size, c.bits, std::span(c.feedback, size_t(d * d)),
                               dequantized);
       std::copy(dequantized.begin(), dequantized.end(), rows + t * d);
       continue;

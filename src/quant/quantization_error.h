@@ -16,9 +16,9 @@ struct RowCodec {
   ParamFormat param_format = ParamFormat::f16;
   ClipPolicy clip;
   bool per_channel = false;  // KIVI keys: groups of group_size tokens per channel
-  // OSCAR keys rounded with error feedback: this head's factor (key_error_feedback.h), D x D; null:
-  // nearest rounding.
-  const float* key_feedback = nullptr;
+  // OSCAR keys or values rounded with error feedback: this head's factor (error_feedback.h),
+  // D x D; null: nearest rounding.
+  const float* feedback = nullptr;
 };
 
 // rows: [tokens][head_dim]; rotation: D x D row-major or null (identity). Returns the rows as the

@@ -10,7 +10,10 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/sequence_runner.h"
 #include "format/documents.h"
+#include "format/tensor.h"
 #include "model/model_weights.h"
+#include "model/value_error_feedback.h"
+#include "model/value_rotation_folding.h"
 #include "quant/kv_rotations.h"
 #include "support/test_paths.h"
 
@@ -136,6 +139,41 @@ TEST(ValueRotationFolding, FoldedModelGivesTheSameLogits) {
   CpuBackend folded(testbed(), options, &rotations);
   const auto tokens = sample_tokens(150);
   EXPECT_LT(max_relative_difference(run(plain, tokens, 64), run(folded, tokens, 64)), 2e-5);
+}
+
+// The values' factor G (model/value_error_feedback.h) against the output projection as the model
+// runs it, folded: G (M + damping) G^T is diagonal for M = sum over the group's query heads of
+// W_g^T W_g, W_g the head's columns of the folded W_o.
+TEST(ValueErrorFeedback, FactorDecorrelatesTheFoldedOutputProjection) {
+  const ModelConfig& config = testbed().config;
+  const KvRotations rotations = random_rotations(config, 23);
+  const std::vector<float> factors = value_feedback_factors(testbed(), rotations);
+  const int64_t d = config.head_dim, layer = 1, kv_head = config.num_kv_heads - 1;
+  ASSERT_EQ(int64_t(factors.size()), config.num_layers * config.num_kv_heads * d * d);
+  std::vector<float> v_proj = to_float_vector(testbed().layers[size_t(layer)].v_proj);
+  std::vector<float> o_proj = to_float_vector(testbed().layers[size_t(layer)].o_proj);
+  fold_value_rotation(config, rotations, layer, v_proj.data(), o_proj.data());
+  Eigen::MatrixXd m = Eigen::MatrixXd::Zero(d, d);
+  for (int64_t g = 0; g < config.group_size(); ++g) {
+    Eigen::MatrixXd w(config.hidden_size, d);
+    for (int64_t r = 0; r < config.hidden_size; ++r)
+      for (int64_t c = 0; c < d; ++c) w(r, c) = o_proj[size_t(r * config.q_dim() + (kv_head * config.group_size() + g) * d + c)];
+    m += w.transpose() * w;
+  }
+  m.diagonal().array() += kValueFeedbackDamping * m.diagonal().mean();
+  Eigen::MatrixXd g(d, d);
+  const float* factor = &factors[size_t((layer * config.num_kv_heads + kv_head) * d * d)];
+  for (int64_t j = 0; j < d; ++j) {
+    for (int64_t l = 0; l < d; ++l) g(j, l) = factor[j * d + l];
+    EXPECT_EQ(g(j, j), 1.0);
+    for (int64_t l = 0; l < j; ++l) EXPECT_EQ(g(j, l), 0.0);
+  }
+  const Eigen::MatrixXd p = g * m * g.transpose();
+  double worst = 0;
+  for (int64_t j = 0; j < d; ++j)
+    for (int64_t l = 0; l < d; ++l)
+      if (l != j) worst = std::max(worst, std::abs(p(j, l)) / std::sqrt(p(j, j) * p(l, l)));
+  EXPECT_LT(worst, 1e-3);
 }
 
 }  // namespace

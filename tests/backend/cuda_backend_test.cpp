@@ -86,14 +86,15 @@ struct FormatCase {
   double tolerance;  // max relative logit difference
 
   bool two_bit() const { return dtype == KvDtype::int2; }
-  // |ppl_gpu / ppl_cpu - 1| over the 1023 predictions of one sequence. OSCAR's keys are rounded
-  // with error feedback, channel after channel, so one code flipped by a last-bit difference of a
-  // bf16 product changes the codes after it: 1.2% here with random rotations, where the CPU store
-  // and the migration kernel give the same codes for the same inputs (CudaKvMigrate) and the
-  // 8-window evaluation agrees to 0.002% (docs/results).
+  // |ppl_gpu / ppl_cpu - 1| over the 1023 predictions of one sequence. OSCAR's keys and values are
+  // rounded with error feedback, channel after channel, so one code flipped by a last-bit
+  // difference of a bf16 product changes the codes after it: 0.6-1.2% here with random rotations,
+  // where the CPU store and the migration kernel give the same codes for the same inputs
+  // (CudaKvMigrate).
   double ppl_tolerance() const { return method == KvMethod::oscar ? 0.015 : two_bit() ? 0.01 : 0.005; }
-  // Rows whose argmax agrees; real text has near-ties, and INT2 rounding flips 2-4% of them.
-  double min_argmax_agreement() const { return two_bit() ? 0.95 : 0.99; }
+  // Rows whose argmax agrees; real text has near-ties, and INT2 rounding flips 2-4% of them, OSCAR's
+  // chained rounding of keys and values 6-7% (0.932 measured on the H100).
+  double min_argmax_agreement() const { return method == KvMethod::oscar ? 0.92 : two_bit() ? 0.95 : 0.99; }
 };
 
 BackendOptions options_for(const FormatCase& f, DeviceKind device) {
@@ -105,9 +106,10 @@ BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   options.kv.sink_tokens = 16;
   options.kv.recent_tokens = 48;
   options.kv.page_size_tokens = 32;
-  if (f.method == KvMethod::oscar) {  // with the keys' error feedback, as `oscar` runs it by default
+  if (f.method == KvMethod::oscar) {  // with error feedback, as `oscar` runs it by default
     options.kv.rotations_path = random_rotations_file();
     options.kv.key_error_feedback = true;
+    options.kv.value_error_feedback = true;
   }
   options.capacity = {96, 96};
   return options;
@@ -210,8 +212,10 @@ TEST_P(CudaMatchesCpu, PrefillAndDecodeLogits) {
 
 // The GPU follows the CPU's greedy path, each step fed the CPU's tokens so one flipped near-tie
 // does not derail the rest: its argmax must be the CPU's token wherever the CPU's top two logits
-// are more than 2% of the row's largest |logit| apart, and be so in at least 3 of 4 steps. Caches
-// that keep ~16 bits must also give the identical free-running continuation.
+// are more than 2% of the row's largest |logit| apart, and that must hold in at least 2 of 3 steps
+// (the rest are the CPU's own near-ties: 23 of 32 steps are clear on document 3 with OSCAR's
+// keys and values rounded with error feedback). Caches that keep ~16 bits must also give the
+// identical free-running continuation.
 TEST_P(CudaMatchesCpu, GreedyContinuation) {
   const FormatCase f = GetParam();
   auto cpu = make_backend(testbed(), options_for(f, DeviceKind::cpu));
@@ -242,7 +246,7 @@ TEST_P(CudaMatchesCpu, GreedyContinuation) {
       EXPECT_EQ(gpu_token, generated[size_t(i)]) << f.name << ", document " << document << ", step " << i;
     }
     std::printf("[ %s ] document %zu: %d of %d steps clear, GPU agrees on %d\n", f.name, document, clear, kSteps, agreed);
-    EXPECT_GE(clear, 3 * kSteps / 4) << f.name << ", document " << document;
+    EXPECT_GE(3 * clear, 2 * kSteps) << f.name << ", document " << document;
   }
 }
 

@@ -31,7 +31,7 @@
 #include "backend/cpu/cpu_kv_store.h"
 #include "backend/cuda/step_plan.h"
 #include "quant/group_codec.h"
-#include "quant/key_error_feedback.h"
+#include "quant/error_feedback.h"
 #include "util/half.h"
 
 namespace oscar::cuda {
@@ -385,6 +385,7 @@ struct MigrateCase {
   ParamFormat param_format;
   bool clip_search;
   bool key_feedback;
+  bool value_feedback;
 };
 
 // Every quantized value of positions [begin, end) of one layer, keys then values per head and
@@ -435,6 +436,7 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   kv.clip_ratio_k = 0.96f;
   kv.clip_ratio_v = 0.92f;
   kv.key_error_feedback = m.key_feedback;
+  kv.value_error_feedback = m.value_feedback;
   kv.sink_tokens = 16;
   kv.recent_tokens = 32;
   kv.page_size_tokens = 32;
@@ -452,14 +454,18 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
     page_table.push_back({pages.back().full, pages.back().quantized});
   }
   CpuKvStore store(kv, layout, num_layers, {page_count, page_count});
-  std::vector<float> factors;
+  // Factors of geometric spectra, a steeper one for keys than for values.
+  std::vector<float> key_factors, value_factors;
   for (int i = 0; i < num_layers * num_kv_heads; ++i) {
-    std::vector<float> eigenvalues(static_cast<size_t>(d));
-    for (int c = 0; c < d; ++c) eigenvalues[size_t(c)] = float((i + 1) * 50.0 * std::pow(0.93, c));
-    const std::vector<float> factor = key_feedback_factor(eigenvalues);
-    factors.insert(factors.end(), factor.begin(), factor.end());
+    for (auto [factors, decay] : {std::pair{&key_factors, 0.93}, std::pair{&value_factors, 0.98}}) {
+      std::vector<float> eigenvalues(static_cast<size_t>(d));
+      for (int c = 0; c < d; ++c) eigenvalues[size_t(c)] = float((i + 1) * 50.0 * std::pow(decay, c));
+      const std::vector<float> factor = key_feedback_factor(eigenvalues);
+      factors->insert(factors->end(), factor.begin(), factor.end());
+    }
   }
-  if (m.key_feedback) store.set_key_feedback(factors);
+  store.set_feedback(m.key_feedback ? key_factors : std::vector<float>{},
+                     m.value_feedback ? value_factors : std::vector<float>{});
   std::vector<uint16_t> full(size_t(num_layers * page_count * layout.full_page_bytes / 2));
   std::mt19937 generator(9);
   std::normal_distribution<float> normal;
@@ -488,7 +494,8 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   const auto d_full = to_device(full);
   const auto d_page_table = to_device(page_table);
   const auto d_tasks = to_device(tasks);
-  const auto d_factors = to_device(factors);
+  const auto d_key_factors = to_device(key_factors);
+  const auto d_value_factors = to_device(value_factors);
   const auto d_counts = to_device(std::vector<StepCounts>{counts});
   const DeviceBuffer<float> d_q8 = make_q8_scale_table();
   const int64_t quantized_layer_bytes = page_count * layout.quantized_page_bytes;
@@ -508,7 +515,8 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   args.clip_ratio_v = kv.clip_ratio_v;
   args.clip_search = kv.clip_search;
   args.q8_scales = d_q8.data();
-  args.key_feedback = m.key_feedback ? d_factors.data() : nullptr;
+  args.key_feedback = m.key_feedback ? d_key_factors.data() : nullptr;
+  args.value_feedback = m.value_feedback ? d_value_factors.data() : nullptr;
   auto migrate = [&] {
     check(cudaMemset(quantized.data(), 0, quantized.bytes()), "memset");
     launch_kv_migrate(args, int64_t(tasks.size()), 0, nullptr);
@@ -534,8 +542,9 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   std::printf("[ %s ] %lld of %lld values differ from the CPU store\n", m.name, static_cast<long long>(mismatches),
               static_cast<long long>(compared));
   EXPECT_EQ(mismatches, 0);
-  if (m.key_feedback) {  // the feedback path changed codes: the comparison above was not of nearest rounding
+  if (m.key_feedback || m.value_feedback) {  // feedback changed codes: the comparison was not of nearest rounding
     args.key_feedback = nullptr;
+    args.value_feedback = nullptr;
     const std::vector<std::byte> nearest = migrate();
     EXPECT_NE(std::memcmp(nearest.data(), arena.data(), arena.size()), 0);
   }
@@ -543,11 +552,13 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
 
 INSTANTIATE_TEST_SUITE_P(
     Formats, CudaKvMigrate,
-    ::testing::Values(MigrateCase{"int2_g128_q8_search_feedback", KvDtype::int2, 128, ParamFormat::q8, true, true},
-                      MigrateCase{"int2_g64_q8_search_feedback", KvDtype::int2, 64, ParamFormat::q8, true, true},
-                      MigrateCase{"int2_g128_q8_search", KvDtype::int2, 128, ParamFormat::q8, true, false},
-                      MigrateCase{"int2_g64_f16_clip", KvDtype::int2, 64, ParamFormat::f16, false, false},
-                      MigrateCase{"int4_g32_bf16_feedback", KvDtype::int4, 32, ParamFormat::bf16, false, true}),
+    ::testing::Values(
+        MigrateCase{"int2_g128_q8_search_feedback", KvDtype::int2, 128, ParamFormat::q8, true, true, true},
+        MigrateCase{"int2_g64_q8_search_feedback", KvDtype::int2, 64, ParamFormat::q8, true, true, true},
+        MigrateCase{"int2_g128_q8_search_value_feedback", KvDtype::int2, 128, ParamFormat::q8, true, false, true},
+        MigrateCase{"int2_g128_q8_search", KvDtype::int2, 128, ParamFormat::q8, true, false, false},
+        MigrateCase{"int2_g64_f16_clip", KvDtype::int2, 64, ParamFormat::f16, false, false, false},
+        MigrateCase{"int4_g32_bf16_key_feedback", KvDtype::int4, 32, ParamFormat::bf16, false, true, false}),
     [](const auto& test_case) { return std::string(test_case.param.name); });
 
 }  // namespace

@@ -94,24 +94,34 @@ TEST(EvalCommand, FixedClipRatiosWhenTheSearchIsOff) {
 }
 
 // Keys rounded with error feedback change the codes, not the format; other methods refuse the flag.
-TEST(EvalCommand, KeyErrorFeedbackIsOscarsDefaultAndOscarsOnly) {
+TEST(EvalCommand, ErrorFeedbackIsOscarsDefaultAndOscarsOnly) {
   const std::string oscar = "eval ppl --windows 1 --context 256 --json --kv-cache-dtype int2 --kv-method oscar "
                             "--kv-sink-tokens 16 --kv-recent-tokens 32 --kv-rotations " + rotations_file();
-  const CommandResult nearest = run_oscar(oscar + " --no-kv-key-error-feedback");
+  const CommandResult nearest = run_oscar(oscar + " --no-kv-key-error-feedback --no-kv-value-error-feedback");
+  const CommandResult keys_only = run_oscar(oscar + " --no-kv-value-error-feedback");
   const CommandResult fed_back = run_oscar(oscar);
   ASSERT_EQ(nearest.exit_code, 0) << nearest.stderr_text;
+  ASSERT_EQ(keys_only.exit_code, 0) << keys_only.stderr_text;
   ASSERT_EQ(fed_back.exit_code, 0) << fed_back.stderr_text;
-  const auto n = parse_json(nearest.stdout_text), f = parse_json(fed_back.stdout_text);
-  EXPECT_NE(f["kv"].get<std::string>().find("key feedback"), std::string::npos) << f["kv"];
-  EXPECT_EQ(n["kv"].get<std::string>().find("key feedback"), std::string::npos) << n["kv"];
+  const auto n = parse_json(nearest.stdout_text), k = parse_json(keys_only.stdout_text),
+             f = parse_json(fed_back.stdout_text);
+  EXPECT_NE(f["kv"].get<std::string>().find("key+value feedback"), std::string::npos) << f["kv"];
+  EXPECT_NE(k["kv"].get<std::string>().find(" key feedback"), std::string::npos) << k["kv"];
+  EXPECT_EQ(n["kv"].get<std::string>().find("feedback"), std::string::npos) << n["kv"];
   EXPECT_EQ(f["bpe_128k"].get<double>(), n["bpe_128k"].get<double>());
-  EXPECT_NE(f["ppl"].get<double>(), n["ppl"].get<double>());
+  EXPECT_NE(f["ppl"].get<double>(), k["ppl"].get<double>());
+  EXPECT_NE(k["ppl"].get<double>(), n["ppl"].get<double>());
   EXPECT_LT(std::abs(f["ppl"].get<double>() / n["ppl"].get<double>() - 1.0), 0.05);
   const CommandResult naive = run_oscar("eval ppl --windows 1 --context 128 --kv-cache-dtype int2 --kv-method naive "
                                         "--kv-key-error-feedback");
   EXPECT_NE(naive.exit_code, 0);
   EXPECT_NE(naive.stderr_text.find("--kv-key-error-feedback needs --kv-method oscar"), std::string::npos)
       << naive.stderr_text;
+  const CommandResult quarot = run_oscar("eval ppl --windows 1 --context 128 --kv-cache-dtype int2 --kv-method quarot "
+                                         "--kv-value-error-feedback");
+  EXPECT_NE(quarot.exit_code, 0);
+  EXPECT_NE(quarot.stderr_text.find("--kv-value-error-feedback needs --kv-method oscar"), std::string::npos)
+      << quarot.stderr_text;
 }
 
 TEST(EvalCommand, NeedleReportAndHeatMap) {

@@ -8,7 +8,8 @@
 #include "backend/cpu/cpu_attention.h"
 #include "model/rope.h"
 #include "model/value_rotation_folding.h"
-#include "quant/key_error_feedback.h"
+#include "model/value_error_feedback.h"
+#include "quant/error_feedback.h"
 #include "util/error.h"
 
 namespace oscar {
@@ -65,10 +66,10 @@ CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& option
       }
     }
   }
-  if (kv_.key_error_feedback) {
-    require(rotations != nullptr, "key error feedback needs the oscar method's rotations file");
-    store_.set_key_feedback(key_feedback_factors(*rotations));
-  }
+  require(!(kv_.key_error_feedback || kv_.value_error_feedback) || rotations != nullptr,
+          "error feedback needs the oscar method's rotations file");
+  store_.set_feedback(kv_.key_error_feedback ? key_feedback_factors(*rotations) : std::vector<float>{},
+                      kv_.value_error_feedback ? value_feedback_factors(weights, *rotations) : std::vector<float>{});
 }
 
 std::string CpuBackend::device_name() const {

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "quant/group_codec.h"
-#include "quant/key_error_feedback.h"
+#include "quant/error_feedback.h"
 #include "util/error.h"
 #include "util/half.h"
 
@@ -100,12 +100,16 @@ void CpuKvStore::read_full(int64_t layer, const std::vector<LogicalPage>& pages,
   }
 }
 
-void CpuKvStore::set_key_feedback(std::vector<float> factors) {
+void CpuKvStore::set_feedback(std::vector<float> key_factors, std::vector<float> value_factors) {
   const int64_t d = layout_.head_dim;
-  require(factors.empty() || int64_t(factors.size()) == int64_t(quantized_arenas_.size()) * layout_.num_kv_heads * d * d,
-          "key error feedback: {} factor values for {} layers x {} KV heads", factors.size(), quantized_arenas_.size(),
-          layout_.num_kv_heads);
-  key_feedback_ = std::move(factors);
+  for (const auto* factors : {&key_factors, &value_factors}) {
+    require(factors->empty() ||
+                int64_t(factors->size()) == int64_t(quantized_arenas_.size()) * layout_.num_kv_heads * d * d,
+            "error feedback: {} factor values for {} layers x {} KV heads", factors->size(), quantized_arenas_.size(),
+            layout_.num_kv_heads);
+  }
+  key_feedback_ = std::move(key_factors);
+  value_feedback_ = std::move(value_factors);
 }
 
 void CpuKvStore::quantize_token_groups(std::byte* page, int64_t layer, int64_t kv_head, int64_t slot,
@@ -121,11 +125,12 @@ void CpuKvStore::quantize_token_groups(std::byte* page, int64_t layer, int64_t k
   // With error feedback the codes come from the running values; the parameters stay the nearest
   // rounding's.
   std::vector<float> fed_back;
-  if (is_key && !key_feedback_.empty()) {
+  const std::vector<float>& feedback = is_key ? key_feedback_ : value_feedback_;
+  if (!feedback.empty()) {
     fed_back.resize(size_t(d));
     const size_t factor = size_t((layer * layout_.num_kv_heads + kv_head) * d * d);
-    round_key_with_feedback(std::span<const float>(row, size_t(d)), params, int(g), bits,
-                            std::span<const float>(key_feedback_).subspan(factor, size_t(d * d)), fed_back);
+    round_with_feedback(std::span<const float>(row, size_t(d)), params, int(g), bits,
+                        std::span<const float>(feedback).subspan(factor, size_t(d * d)), fed_back);
     row = fed_back.data();
   }
   for (int64_t group = 0; group < d / g; ++group) {

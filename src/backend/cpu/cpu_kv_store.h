@@ -34,9 +34,10 @@ class CpuKvStore {
 
   size_t bytes_allocated() const;
 
-  // Keys rounded with error feedback (quant/key_error_feedback.h): the factor of each (layer, KV
-  // head), [layers][kv_heads][head_dim][head_dim] (key_feedback_factors); empty: nearest rounding.
-  void set_key_feedback(std::vector<float> factors);
+  // Keys and values rounded with error feedback (quant/error_feedback.h): the factor of each
+  // (layer, KV head), [layers][kv_heads][head_dim][head_dim] (key_feedback_factors,
+  // value_feedback_factors); empty: nearest rounding.
+  void set_feedback(std::vector<float> key_factors, std::vector<float> value_factors);
 
  private:
   std::byte* full_page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position);
@@ -57,6 +58,7 @@ class CpuKvStore {
   std::vector<std::vector<std::byte>> full_arenas_;       // per layer
   std::vector<std::vector<std::byte>> quantized_arenas_;  // per layer
   std::vector<float> key_feedback_;                       // [layers][kv_heads][D][D], or empty
+  std::vector<float> value_feedback_;                     // [layers][kv_heads][D][D], or empty
 };
 
 }  // namespace oscar

@@ -26,7 +26,8 @@
 #include "backend/cuda/q8_scale_table.h"
 #include "backend/cuda/step_graphs.h"
 #include "model/model_weights.h"
-#include "quant/key_error_feedback.h"
+#include "model/value_error_feedback.h"
+#include "quant/error_feedback.h"
 #include "util/error.h"
 
 namespace oscar {
@@ -94,7 +95,8 @@ class CudaBackend final : public Backend {
   DeviceWeights weights_;
   std::optional<DeviceKvPages> pages_;
   DeviceBuffer<float> q8_scales_;
-  DeviceBuffer<float> key_feedback_;  // [layers][kv_heads][D][D], empty without key error feedback
+  DeviceBuffer<float> key_feedback_;    // [layers][kv_heads][D][D], empty without key error feedback
+  DeviceBuffer<float> value_feedback_;  // the same for values
   std::unique_ptr<Gemm> gemm_;
   DeviceStep step_;
   Workspace workspace_;
@@ -116,13 +118,10 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
   weights_ = upload_weights(weights, rotations);
   pages_.emplace(layout_, config_.num_layers, capacity_);
   q8_scales_ = make_q8_scale_table();
-  if (kv_.key_error_feedback) {
-    require(rotations != nullptr, "key error feedback needs the oscar method's rotations file");
-    const std::vector<float> factors = key_feedback_factors(*rotations);
-    key_feedback_.resize(factors.size());
-    check(cudaMemcpy(key_feedback_.data(), factors.data(), key_feedback_.bytes(), cudaMemcpyHostToDevice),
-          "cudaMemcpy(key feedback factors)");
-  }
+  require(!(kv_.key_error_feedback || kv_.value_error_feedback) || rotations != nullptr,
+          "error feedback needs the oscar method's rotations file");
+  if (kv_.key_error_feedback) upload(key_feedback_factors(*rotations), key_feedback_);
+  if (kv_.value_error_feedback) upload(value_feedback_factors(weights, *rotations), value_feedback_);
   gemm_ = std::make_unique<Gemm>(stream_);
   plan_shape_.num_kv_heads = config_.num_kv_heads;
   plan_shape_.group = config_.group_size();
@@ -258,9 +257,9 @@ void CudaBackend::enqueue_migration(int64_t first_layer, int64_t layers, const L
   migrate.clip_ratio_v = kv_.clip_ratio_v;
   migrate.clip_search = kv_.clip_search;
   migrate.q8_scales = q8_scales_.data();
-  if (key_feedback_.size() > 0) {
-    migrate.key_feedback = key_feedback_.data() + first_layer * config_.num_kv_heads * config_.head_dim * config_.head_dim;
-  }
+  const int64_t first_factor = first_layer * config_.num_kv_heads * config_.head_dim * config_.head_dim;
+  if (key_feedback_.size() > 0) migrate.key_feedback = key_feedback_.data() + first_factor;
+  if (value_feedback_.size() > 0) migrate.value_feedback = value_feedback_.data() + first_factor;
   launch_kv_migrate(migrate, sizes.migrate_bound, sizes.key_groups, stream_);
 }
 

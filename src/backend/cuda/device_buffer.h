@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 
@@ -51,6 +52,15 @@ class DeviceBuffer {
   T* data_ = nullptr;
   size_t count_ = 0;
 };
+
+// `host` copied into `device`, resized to hold it.
+inline void upload(const std::vector<float>& host, DeviceBuffer<float>& device) {
+  device.resize(host.size());
+  if (!host.empty()) {
+    check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice),
+          "cudaMemcpy(host to device)");
+  }
+}
 
 template <typename T>
 class PinnedBuffer {

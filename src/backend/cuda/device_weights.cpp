@@ -31,13 +31,6 @@ void upload(const Bf16Vector& host, DeviceBuffer<__nv_bfloat16>& device) {
   check(cudaMemcpy(device.data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy(weights)");
 }
 
-void upload(const std::vector<float>& host, DeviceBuffer<float>& device) {
-  device.resize(host.size());
-  if (!host.empty()) {
-    check(cudaMemcpy(device.data(), host.data(), host.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy(weights)");
-  }
-}
-
 void upload_matrix(const TensorView& tensor, DeviceBuffer<__nv_bfloat16>& device) {
   Bf16Vector host;
   append_bf16(tensor, host);

@@ -94,22 +94,27 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   }
 }
 
-// One warp per (layer, token, KV head, keys or values); keys quantized per channel (KIVI) or with
-// error feedback are left to the kernels below.
+// Keys left to the kernels below: quantized per channel (KIVI) or with error feedback. (Values with
+// error feedback are too.)
+__host__ __device__ bool keys_elsewhere(const KvMigrateArgs& args) {
+  return args.layout.keys_per_channel || args.key_feedback != nullptr;
+}
+
+// One warp per (layer, token, KV head, keys or values).
 __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
-  const bool keys_elsewhere = args.layout.keys_per_channel || args.key_feedback != nullptr;
+  const bool skip_keys = keys_elsewhere(args), skip_values = args.value_feedback != nullptr;
   const int units_per_layer = args.counts->migrate_tasks * args.num_kv_heads * 2;
   const int units = units_per_layer * args.num_layers;
   for (int global_unit = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; global_unit < units;
        global_unit += gridDim.x * kWarpsPerBlock) {
     const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
     const bool is_value = unit % 2 == 1;
-    if (!is_value && keys_elsewhere) continue;
+    if (is_value ? skip_values : skip_keys) continue;
     migrate_row(args, layer, args.tasks[unit / (2 * args.num_kv_heads)], (unit / 2) % args.num_kv_heads, is_value);
   }
 }
 
-// Keys with error feedback: round_key_with_feedback (quant/key_error_feedback.cpp) mirrored
+// Keys and values with error feedback: round_with_feedback (quant/error_feedback.cpp) mirrored
 // operation for operation (explicitly rounded float operations keep nvcc from fusing what the CPU
 // computes as separate steps, so the codes are the CPU's). A token's 128 steps depend on each other
 // and most of a step is the one channel's rounding: with a warp per token, 31 lanes idled through
@@ -130,18 +135,20 @@ constexpr int kRowFloats = segment_offset(kLanesPerToken);
 constexpr int kStagedBytes = kHeadDim * kRowFloats * int(sizeof(float));
 constexpr int kMaxFeedbackBlocks = 4096;
 
-// One token's keys, by its 16 lanes; `store`: false for the lanes of a warp's unused token slot,
-// which still take part in the shuffles. kBits: 2 or 4, a constant so the codes pack in registers.
+// One token's keys or values, by its 16 lanes; `store`: false for the lanes of a warp's unused
+// token slot, which still take part in the shuffles. kBits: 2 or 4, a constant so the codes pack in
+// registers.
 template <int kBits>
-__device__ void migrate_fed_back_key(const KvMigrateArgs& args, int layer, const MigrateTask task, bool store,
-                                     int kv_head, const float* factor, int lane) {
+__device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const MigrateTask task, bool store,
+                                     int kv_head, bool is_value, const float* factor, int lane) {
   const PageLayout& layout = args.layout;
   const int r = lane % kLanesPerToken;
   const int lanes_per_group = int(layout.group_size) / kChannelsPerLane;
   const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
   const int slot = task.position % layout.page_size_tokens;
-  const uint4 raw = reinterpret_cast<const uint4*>(layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-                                                   layout.full_key_offset(kv_head, slot))[r];
+  const uint4 raw = reinterpret_cast<const uint4*>(
+      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
+      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot)))[r];
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   float running[kChannelsPerLane];
 #pragma unroll
@@ -157,7 +164,8 @@ __device__ void migrate_fed_back_key(const KvMigrateArgs& args, int layer, const
   }
   lo = group_reduce(lo, lanes_per_group, [](float a, float b) { return fminf(a, b); });
   hi = group_reduce(hi, lanes_per_group, [](float a, float b) { return fmaxf(a, b); });
-  const DeviceParams p = choose_params(running, lo, hi, lanes_per_group, kBits, args.clip_ratio_k, args.clip_search,
+  const DeviceParams p = choose_params(running, lo, hi, lanes_per_group, kBits,
+                                       is_value ? args.clip_ratio_v : args.clip_ratio_k, args.clip_search,
                                        layout.param_format, args.q8_scales);
   const float inverse_scale = __frcp_rn(p.scale);  // the CPU's 1.0f / scale
   constexpr float kMaxCode = float((1 << kBits) - 1);
@@ -187,21 +195,23 @@ __device__ void migrate_fed_back_key(const KvMigrateArgs& args, int layer, const
   }
   if (!store) return;
   std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
-  std::byte* codes = page + layout.key_codes(kv_head, slot);
+  std::byte* codes = page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
   if constexpr (kBits == 2) {
     reinterpret_cast<uint16_t*>(codes)[r] = uint16_t(packed);
   } else {
     reinterpret_cast<uint32_t*>(codes)[r] = packed;
   }
   if (r % lanes_per_group == 0) {
+    const int group = r / lanes_per_group;
     store_params(p, layout.param_format, args.q8_scales,
-                 reinterpret_cast<uint8_t*>(page + layout.key_params(kv_head, slot, r / lanes_per_group)));
+                 reinterpret_cast<uint8_t*>(page + (is_value ? layout.value_params(kv_head, slot, group)
+                                                             : layout.key_params(kv_head, slot, group))));
   }
 }
 
 // Blocks per (layer, KV head), as many as the step's tokens need (a prefill chunk's hundreds), each
-// staging the head's factor once.
-__global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_keys_kernel(const KvMigrateArgs args) {
+// staging the head's factor once; blockIdx.y: keys, then values (or values alone).
+__global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_rows_kernel(const KvMigrateArgs args) {
   extern __shared__ float4 staged[];
   const int tasks = args.counts->migrate_tasks;
   const int heads = args.num_layers * args.num_kv_heads;  // blocks: (layer, KV head) x token block
@@ -209,7 +219,9 @@ __global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_keys_ker
   const int token_blocks = int(gridDim.x) / heads;
   if (token_block * kTokensPerBlock >= tasks) return;  // the whole block: no token for it this step
   const int layer = head / args.num_kv_heads, kv_head = head % args.num_kv_heads;
-  const auto* factor = reinterpret_cast<const float4*>(args.key_feedback + int64_t(head) * kHeadDim * kHeadDim);
+  const bool is_value = args.key_feedback == nullptr || blockIdx.y == 1;
+  const auto* factor = reinterpret_cast<const float4*>((is_value ? args.value_feedback : args.key_feedback) +
+                                                       int64_t(head) * kHeadDim * kHeadDim);
   // All copies in flight at once (a loop of load-then-store waited on memory once per iteration).
   // G[j][l] = 0 for l < j: segments left of the diagonal's are zeros, written, not read.
   constexpr int kVectorsPerSegment = kChannelsPerLane / 4;
@@ -233,9 +245,9 @@ __global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_keys_ker
     const MigrateTask task = args.tasks[min(t, tasks - 1)];
     const auto* staged_factor = reinterpret_cast<const float*>(staged);
     if (args.layout.bits == 2) {
-      migrate_fed_back_key<2>(args, layer, task, t < tasks, kv_head, staged_factor, lane);
+      migrate_fed_back_row<2>(args, layer, task, t < tasks, kv_head, is_value, staged_factor, lane);
     } else {
-      migrate_fed_back_key<4>(args, layer, task, t < tasks, kv_head, staged_factor, lane);
+      migrate_fed_back_row<4>(args, layer, task, t < tasks, kv_head, is_value, staged_factor, lane);
     }
   }
 }
@@ -303,19 +315,23 @@ __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
 void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max_key_groups, cudaStream_t stream) {
   if (args.layout.bits == 0) return;
   if (max_tasks > 0) {
-    const int64_t units = max_tasks * args.num_kv_heads * 2 * args.num_layers;
-    const int64_t blocks = std::min<int64_t>((units + kWarpsPerBlock - 1) / kWarpsPerBlock, 4096);
-    migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
-    check_launch("migrate_tokens_kernel");
-    if (args.key_feedback != nullptr) {
+    if (!keys_elsewhere(args) || args.value_feedback == nullptr) {
+      const int64_t units = max_tasks * args.num_kv_heads * 2 * args.num_layers;
+      const int64_t blocks = std::min<int64_t>((units + kWarpsPerBlock - 1) / kWarpsPerBlock, 4096);
+      migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
+      check_launch("migrate_tokens_kernel");
+    }
+    const unsigned kinds = unsigned(args.key_feedback != nullptr) + unsigned(args.value_feedback != nullptr);
+    if (kinds > 0) {
       static const cudaError_t opted_in = cudaFuncSetAttribute(
-          migrate_fed_back_keys_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedBytes);
-      check(opted_in, "cudaFuncSetAttribute(migrate_fed_back_keys_kernel)");
+          migrate_fed_back_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedBytes);
+      check(opted_in, "cudaFuncSetAttribute(migrate_fed_back_rows_kernel)");
       const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
       const int64_t token_blocks = std::clamp<int64_t>((max_tasks + kTokensPerBlock - 1) / kTokensPerBlock, 1,
                                                        std::max<int64_t>(1, kMaxFeedbackBlocks / heads));
-      migrate_fed_back_keys_kernel<<<unsigned(heads * token_blocks), 32 * kFeedbackWarps, kStagedBytes, stream>>>(args);
-      check_launch("migrate_fed_back_keys_kernel");
+      const dim3 grid(unsigned(heads * token_blocks), kinds);
+      migrate_fed_back_rows_kernel<<<grid, 32 * kFeedbackWarps, kStagedBytes, stream>>>(args);
+      check_launch("migrate_fed_back_rows_kernel");
     }
   }
   if (max_key_groups > 0) {

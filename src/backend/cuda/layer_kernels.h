@@ -77,9 +77,11 @@ struct KvMigrateArgs {
   float clip_ratio_v = 1;
   bool clip_search = false;
   const float* q8_scales = nullptr;
-  // OSCAR keys rounded with error feedback (quant/key_error_feedback.h): the factors of the first
-  // layer's KV heads, then the next layer's ([layers][kv_heads][D][D]); null: nearest rounding.
+  // OSCAR keys and values rounded with error feedback (quant/error_feedback.h): the factors of
+  // the first layer's KV heads, then the next layer's ([layers][kv_heads][D][D]); null: nearest
+  // rounding.
   const float* key_feedback = nullptr;
+  const float* value_feedback = nullptr;
 };
 // `max_tasks` / `max_key_groups`: host-side bounds of the device counts (for the grid).
 void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max_key_groups,

@@ -14,9 +14,8 @@ namespace oscar::cuda {
 inline DeviceBuffer<float> make_q8_scale_table() {
   std::vector<float> scales(256);
   for (int e = 0; e < 256; ++e) scales[size_t(e)] = q8_scale(e);
-  DeviceBuffer<float> table(scales.size());
-  check(cudaMemcpy(table.data(), scales.data(), scales.size() * sizeof(float), cudaMemcpyHostToDevice),
-        "cudaMemcpy(q8 scales)");
+  DeviceBuffer<float> table;
+  upload(scales, table);
   return table;
 }
 

@@ -1,4 +1,4 @@
-#include "quant/key_error_feedback.h"
+#include "quant/error_feedback.h"
 
 #include <Eigen/Dense>
 #include <algorithm>
@@ -8,6 +8,17 @@
 #include "util/error.h"
 
 namespace oscar {
+
+std::vector<float> feedback_factor(std::span<const double> damped, int64_t d) {
+  const Eigen::MatrixXd a = Eigen::Map<const Eigen::MatrixXd>(damped.data(), d, d);
+  const Eigen::LLT<Eigen::MatrixXd> inverse_factor(a.inverse());
+  require(inverse_factor.info() == Eigen::Success, "error feedback: the damped Hessian is not positive definite");
+  const Eigen::MatrixXd upper = inverse_factor.matrixU();
+  std::vector<float> factor(size_t(d * d));
+  for (int64_t j = 0; j < d; ++j)
+    for (int64_t l = 0; l < d; ++l) factor[size_t(j * d + l)] = float(upper(j, l) / upper(j, j));
+  return factor;
+}
 
 std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decreasing, double damping) {
   const int64_t d = int64_t(eigenvalues_decreasing.size());
@@ -22,13 +33,7 @@ std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decrea
   const Eigen::VectorXd lambda = Eigen::Map<const Eigen::VectorXd>(increasing.data(), d).cwiseMax(0.0);
   Eigen::MatrixXd m = b.transpose() * lambda.asDiagonal() * b;
   m.diagonal().array() += damping * std::max(lambda.mean(), 1e-30);
-  const Eigen::LLT<Eigen::MatrixXd> inverse_factor(m.inverse());
-  require(inverse_factor.info() == Eigen::Success, "key error feedback: the damped query covariance is not positive definite");
-  const Eigen::MatrixXd upper = inverse_factor.matrixU();
-  std::vector<float> factor(size_t(d * d));
-  for (int64_t j = 0; j < d; ++j)
-    for (int64_t l = 0; l < d; ++l) factor[size_t(j * d + l)] = float(upper(j, l) / upper(j, j));
-  return factor;
+  return feedback_factor(std::span<const double>(m.data(), size_t(d * d)), d);
 }
 
 std::vector<float> key_feedback_factors(const KvRotations& rotations, double damping) {
@@ -50,7 +55,7 @@ std::vector<float> key_feedback_factors(const KvRotations& rotations, double dam
   return factors;
 }
 
-void round_key_with_feedback(std::span<const float> row, std::span<const GroupParams> params, int group_size,
+void round_with_feedback(std::span<const float> row, std::span<const GroupParams> params, int group_size,
                              int bits, std::span<const float> factor, std::span<float> dequantized) {
   const size_t d = row.size();
   const float max_code = float((1 << bits) - 1);

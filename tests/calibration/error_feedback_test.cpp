@@ -1,4 +1,4 @@
-// Key rounding with error feedback (quant/key_error_feedback.h) against the rotation calibration
+// Key rounding with error feedback (quant/error_feedback.h) against the rotation calibration
 // builds: the factor inverts the damped query covariance in the rotated key space, and rounding
 // with it leaves a smaller query-weighted error than rounding to nearest, with the same parameters.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <random>
 
 #include "calibration/rotation_builder.h"
-#include "quant/key_error_feedback.h"
+#include "quant/error_feedback.h"
 
 namespace oscar {
 namespace {
@@ -84,7 +84,7 @@ TEST(KeyErrorFeedback, LowersTheQueryWeightedErrorWithTheSameParameters) {
       quantize_group(values, params.back(), bits, codes.data());
       dequantize_group(codes.data(), 0, group, params.back(), bits, nearest.data() + g * group);
     }
-    round_key_with_feedback(row, params, group, bits, factor, fed_back);
+    round_with_feedback(row, params, group, bits, factor, fed_back);
     Eigen::VectorXd e_nearest(d), e_feedback(d);
     for (int64_t j = 0; j < d; ++j) {
       const GroupParams p = params[size_t(j / group)];
