@@ -84,7 +84,7 @@ def perplexity_tables(lines, bf16):
 
 def variants_table(lines, bf16):
     lines += ["#### OSCAR variants and a 4-bit reference", ""] + PPL_HEADER
-    for name, label in [("oscar-g128", "oscar g128 (q8 parameters, clip search, key error feedback: our default)"),
+    for name, label in [("oscar-g128", "oscar g128 (q8 parameters, clip search, key and value error feedback: our default)"),
                         ("oscar-g128-seed1", "oscar g128, calibration seed 1"),
                         ("oscar-g128-published", "oscar g128 as published (f16 parameters, clip 0.96/0.92)"),
                         ("oscar-g64-published", "oscar g64 as published (f16 parameters, clip 0.96/0.92)"),
@@ -180,7 +180,10 @@ def attention_error_table(lines):
     for row in result["rows"]:
         by_method.setdefault(row["method"], []).append(row)
     lines += [f"{backend} backend, over {result['tokens']} tokens of valid.xz; mean over the layers of the relative error "
-              "against the float32 reference (per-layer bars in the figure).", "",
+              "against the float32 reference (per-layer bars in the figure). The errors are unweighted: OSCAR's "
+              "error feedback moves key errors away from the directions queries take and value errors away from "
+              "those the output projection weighs, which perplexity rewards and these norms need not "
+              "(docs/results/experiments.md).", "",
               "| cache | attention logits | attention outputs |", "|---|---:|---:|"]
     for method, rows in by_method.items():
         logits = sum(r["logits"] for r in rows) / len(rows)
