@@ -30,7 +30,7 @@ ModelConfig hf_config(const std::string& name);
 std::vector<int64_t> parse_int_list(const std::string& text);  // "4096,8192" -> {4096, 8192}
 
 // The cache the benchmarks compare: bf16, or INT2 g128 with `scale_format` group parameters, sink
-// 64, recent 256, 64-token pages: OSCAR as `oscar` runs it by default (key error feedback, clip
+// 64, recent 256, 64-token pages: OSCAR as `oscar` runs it by default (key and value error feedback, clip
 // search) when given a rotations file, else quarot (rotated keys, the same page layout).
 KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std::string& oscar_rotations = "");
 

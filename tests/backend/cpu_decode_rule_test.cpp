@@ -156,8 +156,9 @@ TEST(ValueErrorFeedback, FactorDecorrelatesTheFoldedOutputProjection) {
   Eigen::MatrixXd m = Eigen::MatrixXd::Zero(d, d);
   for (int64_t g = 0; g < config.group_size(); ++g) {
     Eigen::MatrixXd w(config.hidden_size, d);
+    const int64_t first_column = (kv_head * config.group_size() + g) * d;
     for (int64_t r = 0; r < config.hidden_size; ++r)
-      for (int64_t c = 0; c < d; ++c) w(r, c) = o_proj[size_t(r * config.q_dim() + (kv_head * config.group_size() + g) * d + c)];
+      for (int64_t c = 0; c < d; ++c) w(r, c) = o_proj[size_t(r * config.q_dim() + first_column + c)];
     m += w.transpose() * w;
   }
   m.diagonal().array() += kValueFeedbackDamping * m.diagonal().mean();

@@ -1,6 +1,6 @@
 // `oscar calibrate` and `oscar eval` as a user runs them: a small calibration, perplexity with the
 // JSON fields scripts read, needle-in-a-haystack and attention-error reports with their figures,
-// OSCAR's defaults, key error feedback, and rotation files that belong to another model refused
+// OSCAR's defaults, key and value error feedback, and rotation files that belong to another model refused
 // with a clear error.
 #include <gtest/gtest.h>
 

@@ -95,8 +95,8 @@ class CudaBackend final : public Backend {
   DeviceWeights weights_;
   std::optional<DeviceKvPages> pages_;
   DeviceBuffer<float> q8_scales_;
-  DeviceBuffer<float> key_feedback_;    // [layers][kv_heads][D][D], empty without key error feedback
-  DeviceBuffer<float> value_feedback_;  // the same for values
+  DeviceBuffer<float> key_feedback_;    // [layers][kv_heads][D][D], empty without the keys' error feedback
+  DeviceBuffer<float> value_feedback_;  // the same for the values'
   std::unique_ptr<Gemm> gemm_;
   DeviceStep step_;
   Workspace workspace_;
