@@ -80,8 +80,10 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
                  int64_t split_tokens) {
   const int group = int(model.group_size());
   const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
+  // Every row's KV, plus the float queries read and the bf16 outputs written (q_floats counts
+  // the whole batch's already).
   const int64_t q_floats = batch * model.num_heads * model.head_dim;
-  const int64_t bytes = batch * (kv_bytes_read(kv, layout, context) + q_floats * 4 + q_floats * 2);
+  const int64_t bytes = batch * kv_bytes_read(kv, layout, context) + q_floats * 4 + q_floats * 2;
   // Copies cycled so that at least 512 MB separate two reads of the same page (L2 is 50 MB).
   const int copies = int(std::clamp<int64_t>((int64_t(512) << 20) / std::max<int64_t>(bytes, 1) + 1, 1, 16));
   std::vector<PageSet> sets;

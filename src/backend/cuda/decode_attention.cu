@@ -159,13 +159,18 @@ __device__ __forceinline__ void pipeline(unsigned char* pool, int count, Load lo
     if (s < count) load(s, pool + s * StageBytes);
     cp_async_commit();
   }
+  // Stage indices advance with a wrap instead of j % Stages: with three stages each modulo was a
+  // multiply-high and three more instructions in the loop.
+  int stage = 0, ahead_stage = Stages - 1;
   for (int j = 0; j < count; ++j) {
     cp_async_wait<Stages - 2>();
     __syncwarp();  // tile j is visible to every lane; tile j - 1's buffer is free
     const int ahead = j + Stages - 1;
-    if (ahead < count) load(ahead, pool + (ahead % Stages) * StageBytes);
+    if (ahead < count) load(ahead, pool + ahead_stage * StageBytes);
     cp_async_commit();
-    compute(j, pool + (j % Stages) * StageBytes);
+    compute(j, pool + stage * StageBytes);
+    if (++stage == Stages) stage = 0;
+    if (++ahead_stage == Stages) ahead_stage = 0;
   }
   cp_async_wait<0>();
 }
@@ -196,6 +201,28 @@ struct WarpTiles {
     count = total > warp ? (total - warp + kWarps - 1) / kWarps : 0;
   }
   __device__ int position(int j) const { return first + (warp + j * kWarps) * Tokens; }
+};
+
+// The page ids of a warp's tiles, 32 at a time: lane k holds tile base + k's, read by all lanes
+// at once, and tile j's id is a shuffle. A page-table load per tile, its result needed a few
+// instructions later, stalled each warp for an L2 round trip per tile (the kernel's most sampled
+// stall in Nsight Compute's source view: 4% of its samples at 128K x 8). Calls must come from the
+// whole warp with j nondecreasing; `id_of(k)` reads tile k's id (k < count).
+struct TilePageIds {
+  int base = 0;
+  int32_t mine = 0;
+
+  template <typename IdOf>
+  __device__ void fill(int first_tile, int count, IdOf id_of) {
+    base = first_tile;
+    const int k = first_tile + int(threadIdx.x & 31);
+    mine = k < count ? id_of(k) : 0;
+  }
+  template <typename IdOf>
+  __device__ int32_t get(int j, int count, IdOf id_of) {
+    if (j >= base + 32) fill(j, count, id_of);
+    return __shfl_sync(0xffffffffu, mine, j - base);
+  }
 };
 
 // A key position's page and slot, without a division when pages hold a power of two tokens (the
@@ -262,11 +289,16 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
       uint32_t(layout.full_key_offset(c.kv_head, 0)) + (l.lane >> 4) * kFullRowBytes + (l.lane & 15) * 16;
   const uint32_t values_after_keys = uint32_t(layout.full_value_offset(0, 0));
   const int page_size = int(layout.page_size_tokens);
+  auto full_page_of = [&](int k) {
+    return a.page_table[c.row.page_table + page_position(tiles.position(k), page_size).page].full;
+  };
+  TilePageIds page_ids;
+  page_ids.fill(0, tiles.count, full_page_of);
   auto load = [&](int j, unsigned char* buffer) {
     const PagePosition at = page_position(tiles.position(j), page_size);
-    const PageIds ids = a.page_table[c.row.page_table + at.page];
+    const int32_t page = page_ids.get(j, tiles.count, full_page_of);
     const std::byte* keys =
-        a.full_pages + int64_t(ids.full) * layout.full_page_bytes + (head_keys + uint32_t(at.slot) * kFullRowBytes);
+        a.full_pages + int64_t(page) * layout.full_page_bytes + (head_keys + uint32_t(at.slot) * kFullRowBytes);
     const std::byte* values = keys + values_after_keys;
     const uint32_t base = shared_address(buffer);
 #pragma unroll
@@ -505,8 +537,8 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 // A warp takes 64-token super-tiles (four 16-token m-tiles) round-robin, so the softmax, the
 // pipeline and the page lookups are paid once per 64 tokens and the four m-tiles' mma chains
 // overlap. Codes come from shared memory through ldmatrix (keys) and ldmatrix.trans (values) and
-// are unpacked without a subtraction: code e of a half-word is moved by one shift to bits 4-5, 6-7
-// or 8-9 and or-ed into the f16 64.0, which reads 64 + c, 64 + 4c or 64 + 16c exactly. The query
+// are unpacked without a subtraction: code e of a half-word is moved by at most one shift to bits
+// 4-5, 6-7 or 8-9 and or-ed into the f16 64.0, which reads 64 + c, 64 + 4c or 64 + 16c exactly. The query
 // is divided by that factor, and the constant 64 is taken out per group: 64 * (sum of the f16
 // query), computed once per item, is where the scores' accumulation starts; 64 * (sum of the f16
 // weights) for the outputs, by one more mma against ones per m-tile. The constant is at most 64x a
@@ -578,18 +610,21 @@ __device__ __forceinline__ uint32_t int2_row_chunk(int row, int chunk) {
   return row * 32 + ((chunk ^ ((row >> 2) & 1)) << 4);
 }
 
-// Extraction e (0..7) of a register of codes: code e of each half-word (bits 2e) placed at bit
-// 4 + 2 * step(e) of `shifted[source(e)]` = {x << 4, x >> 2, x >> 8}, read as 64 + factor(e) * code.
-__device__ __forceinline__ int extract_step(int e) { return e < 6 ? e % 3 : e - 6; }
+// Extraction e (0..7) of a register of codes: code e of each half-word (bits 2e) lies at bit
+// 4 + 2 * step(e) of `shifted[source(e)]` = {x << 4, x, x >> 6} (codes 0-1, 2-4, 5-7), read as
+// 64 + factor(e) * code. Codes 2-4 already sit in bits 4-9 of their half-word, so two shifts
+// serve the sixteen codes of a register (three, when codes 0-2, 3-5 and 6-7 were each moved).
+__device__ __forceinline__ int extract_source(int e) { return e < 2 ? 0 : e < 5 ? 1 : 2; }
+__device__ __forceinline__ int extract_step(int e) { return e < 2 ? e : e < 5 ? e - 2 : e - 5; }
 __device__ __forceinline__ float extract_factor(int e) { return float(1 << (2 * extract_step(e))); }
 __device__ __forceinline__ void shift_codes(uint32_t x, uint32_t (&shifted)[3]) {
   shifted[0] = x << 4;
-  shifted[1] = x >> 2;
-  shifted[2] = x >> 8;
+  shifted[1] = x;
+  shifted[2] = x >> 6;
 }
 __device__ __forceinline__ uint32_t extract_codes(const uint32_t (&shifted)[3], int e) {
   const uint32_t mask = (0x30u << (2 * extract_step(e))) * 0x00010001u;
-  return and_or(shifted[e < 3 ? 0 : e < 6 ? 1 : 2], mask, kMagic64);
+  return and_or(shifted[extract_source(e)], mask, kMagic64);
 }
 // The two extractions of k-tile (m-tile) 4h + k: (0, 3), (1, 4), (2, 5), (6, 7).
 __device__ __forceinline__ int pair_first(int k) { return k < 3 ? k : 6; }
@@ -629,6 +664,12 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
   const WarpTiles<kSuperTokens> tiles(c.item, l.warp);
   // m-tile i of super-tile j overlaps [begin, end) (the others are neither loaded nor computed).
   auto live = [&](int start, int i) { return start + kTileTokens * (i + 1) > begin && start + kTileTokens * i < end; };
+  // The first 32 tiles' page ids are read before the query is set up, so that the wait overlaps it.
+  auto quantized_page_of = [&](int k) {
+    return a.page_table[c.row.page_table + page_position(tiles.position(k), page_size).page].quantized;
+  };
+  TilePageIds page_ids;
+  page_ids.fill(0, tiles.count, quantized_page_of);
 
   // Score mma B operand: lane (g, t), head g, k-tile 4h + k, channels 64h + 16t + {e1, 8 + e1 | e2,
   // 8 + e2} (e1, e2 = pair_first(k), pair_second(k)), each divided by its extraction factor; the
@@ -709,7 +750,7 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
     const uint32_t base = shared_address(buffer);
     if (whole_pages && start >= begin && start + kSuperTokens <= end) {
       const PagePosition at = page_position(start, page_size);
-      const int32_t id = a.page_table[c.row.page_table + at.page].quantized;
+      const int32_t id = page_ids.get(j, tiles.count, quantized_page_of);
       const std::byte* page = a.quantized_pages + int64_t(id) * layout.quantized_page_bytes;
       const uint32_t slot = uint32_t(at.slot);
       const std::byte* keys = page + (key_codes + slot * Tile::kRowBytes);
