@@ -22,13 +22,13 @@ void add_model_options(CLI::App& command, ModelOptions& o) {
   command.add_option("--kv-scale-format", o.kv_scale_format,
                      "storage of group scale and zero: f16, bf16 (4 bytes) or q8 (2 bytes); "
                      "default q8 for oscar, f16 otherwise");
-  command.add_option("--kv-clip-k", o.kv_clip_k, "key clip ratio (default 0.96 for oscar, else 1)");
+  command.add_option("--kv-clip-k", o.kv_clip_k, "key clip ratio (default 0.84 for oscar, else 1)");
   command.add_option("--kv-clip-v", o.kv_clip_v, "value clip ratio (default 0.92 for oscar, else 1)");
   command.add_flag_callback("--kv-clip-search", [&o] { o.kv_clip_search = true; },
                             "choose each group's clip ratio for least squared error (overrides the "
-                            "ratios; default for oscar unless --kv-clip-k/--kv-clip-v are given)");
+                            "ratios)");
   command.add_flag_callback("--no-kv-clip-search", [&o] { o.kv_clip_search = false; },
-                            "fixed clip ratios (--kv-clip-k, --kv-clip-v)");
+                            "fixed clip ratios (--kv-clip-k, --kv-clip-v; the default)");
   command.add_flag_callback("--kv-key-error-feedback", [&o] { o.kv_key_error_feedback = true; },
                             "oscar: round each key channel in turn and carry its error into the channels not "
                             "yet rounded, weighted by the calibrated query covariance (default for oscar)");
@@ -71,17 +71,18 @@ KvCacheConfig kv_cache_config(const ModelOptions& o) {
 }
 
 // OSCAR's defaults go beyond the published recipe where measurements say so (docs/results): q8
-// group parameters (2 bytes a group instead of 4), key and value rounding with error feedback, and a
-// per-group clip search; the parameters and the search together
-// lower perplexity at fewer bits than f16 parameters with the fixed ratios 0.96/0.92 (kept as the
-// ratios when the search is off). The baselines keep their published settings unless told.
+// group parameters (2 bytes a group instead of 4), key and value rounding with error feedback, and
+// a key clip ratio of 0.84 instead of 0.96 (values keep 0.92). The ratio was chosen on valid.xz and a
+// development text, never on the unseen text the results report; the per-group clip search (least
+// squared error, `--kv-clip-search`) scored as well on valid.xz but fitted the training
+// distribution: +3.7% instead of +1.8% on the unseen text (docs/results/experiments.md). The
+// baselines keep their published settings unless told.
 void apply_quantization_options(const ModelOptions& o, KvCacheConfig& c) {
   const bool oscar = c.method == KvMethod::oscar;
   c.param_format = parse_param_format(o.kv_scale_format.value_or(oscar ? "q8" : "f16"));
-  c.clip_ratio_k = o.kv_clip_k.value_or(oscar ? 0.96f : 1.0f);
-  c.clip_ratio_v = o.kv_clip_v.value_or(oscar ? 0.92f : 1.0f);
-  const bool explicit_ratios = o.kv_clip_k.has_value() || o.kv_clip_v.has_value();
-  c.clip_search = o.kv_clip_search.value_or(oscar && !explicit_ratios);
+  c.clip_ratio_k = o.kv_clip_k.value_or(oscar ? kOscarKeyClip : 1.0f);
+  c.clip_ratio_v = o.kv_clip_v.value_or(oscar ? kOscarValueClip : 1.0f);
+  c.clip_search = o.kv_clip_search.value_or(false);
   // Measured on the testbed (docs/results): valid.xz +1.08% -> +0.79% of bf16 at the same bits.
   c.key_error_feedback = o.kv_key_error_feedback.value_or(oscar && c.quantized());
   require(!c.key_error_feedback || (oscar && c.quantized()),

@@ -15,6 +15,11 @@ enum class KvDtype : uint8_t { f32, bf16, int4, int2 };
 // groups of tokens, values per token; oscar: calibrated rotations from a file.
 enum class KvMethod : uint8_t { naive, quarot, kivi, oscar };
 
+// OSCAR's clip ratios as `oscar` applies them by default (cli/model_options.cpp says why the key
+// ratio differs from the method document's 0.96).
+inline constexpr float kOscarKeyClip = 0.84f;
+inline constexpr float kOscarValueClip = 0.92f;
+
 struct KvCacheConfig {
   KvDtype dtype = KvDtype::bf16;
   KvMethod method = KvMethod::naive;

@@ -65,8 +65,10 @@ TEST(EvalCommand, PerplexityJsonHasTheFieldsAndOscarBeatsNaive) {
   const CommandResult bf16 = run_oscar(window);
   const CommandResult oscar = run_oscar(window + "--kv-cache-dtype int2 --kv-method oscar --kv-rotations " +
                                         rotations_file() + " --kv-sink-tokens 16 --kv-recent-tokens 32");
+  // naive with OSCAR's group parameters and clip ratios: the comparison is of the methods alone.
   const CommandResult naive = run_oscar(window + "--kv-cache-dtype int2 --kv-method naive --kv-sink-tokens 16 "
-                                                 "--kv-recent-tokens 32 --kv-scale-format q8 --kv-clip-search");
+                                                 "--kv-recent-tokens 32 --kv-scale-format q8 --kv-clip-k 0.84 "
+                                                 "--kv-clip-v 0.92");
   for (const CommandResult* r : {&bf16, &oscar, &naive}) ASSERT_EQ(r->exit_code, 0) << r->stderr_text;
   const auto b = parse_json(bf16.stdout_text), o = parse_json(oscar.stdout_text), n = parse_json(naive.stdout_text);
   for (const char* field : {"ppl", "tokens", "bpe", "bpe_128k", "window_ppl", "kv"}) {
@@ -74,9 +76,9 @@ TEST(EvalCommand, PerplexityJsonHasTheFieldsAndOscarBeatsNaive) {
   }
   EXPECT_EQ(o["tokens"].get<int64_t>(), 2 * 511);
   EXPECT_EQ(b["bpe"].get<double>(), 16.0);
-  // OSCAR's defaults: q8 group parameters and clip search; 2.14 bits at 128K with groups of 128
-  // and these small bf16 regions (2.16 with the default 64 + 256 tokens).
-  EXPECT_NE(o["kv"].get<std::string>().find("q8 clip search"), std::string::npos) << o["kv"];
+  // OSCAR's defaults: q8 group parameters and the clip ratios 0.84 / 0.92; 2.14 bits at 128K with
+  // groups of 128 and these small bf16 regions (2.16 with the default 64 + 256 tokens).
+  EXPECT_NE(o["kv"].get<std::string>().find("q8 clip 0.84/0.92"), std::string::npos) << o["kv"];
   EXPECT_NEAR(o["bpe_128k"].get<double>(), 2.14, 0.01);
   EXPECT_GT(o["bpe"].get<double>(), o["bpe_128k"].get<double>());  // short windows: more bf16
   const double p_bf16 = b["ppl"].get<double>(), p_oscar = o["ppl"].get<double>(), p_naive = n["ppl"].get<double>();
@@ -84,13 +86,17 @@ TEST(EvalCommand, PerplexityJsonHasTheFieldsAndOscarBeatsNaive) {
   EXPECT_LT(p_oscar, p_naive);
 }
 
-TEST(EvalCommand, FixedClipRatiosWhenTheSearchIsOff) {
-  const CommandResult r = run_oscar("eval ppl --windows 1 --context 128 --json --kv-cache-dtype int2 "
-                                    "--kv-method oscar --no-kv-clip-search --kv-scale-format f16 --kv-rotations " +
-                                    rotations_file());
-  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
-  EXPECT_NE(parse_json(r.stdout_text)["kv"].get<std::string>().find("f16 clip 0.96/0.92"), std::string::npos)
-      << r.stdout_text;
+TEST(EvalCommand, ClipRatiosAsGivenOrSearched) {
+  const std::string oscar = "eval ppl --windows 1 --context 128 --json --kv-cache-dtype int2 --kv-method oscar "
+                            "--kv-rotations " + rotations_file();
+  const CommandResult published = run_oscar(oscar + " --kv-scale-format f16 --kv-clip-k 0.96");
+  ASSERT_EQ(published.exit_code, 0) << published.stderr_text;
+  EXPECT_NE(parse_json(published.stdout_text)["kv"].get<std::string>().find("f16 clip 0.96/0.92"), std::string::npos)
+      << published.stdout_text;
+  const CommandResult searched = run_oscar(oscar + " --kv-clip-search");
+  ASSERT_EQ(searched.exit_code, 0) << searched.stderr_text;
+  EXPECT_NE(parse_json(searched.stdout_text)["kv"].get<std::string>().find("q8 clip search"), std::string::npos)
+      << searched.stdout_text;
 }
 
 // Keys rounded with error feedback change the codes, not the format; other methods refuse the flag.
