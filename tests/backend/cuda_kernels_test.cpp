@@ -433,8 +433,8 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   kv.group_size = m.group_size;
   kv.param_format = m.param_format;
   kv.clip_search = m.clip_search;
-  kv.clip_ratio_k = 0.96f;
-  kv.clip_ratio_v = 0.92f;
+  kv.clip_ratio_k = kOscarKeyClip;  // used by the cases without the search
+  kv.clip_ratio_v = kOscarValueClip;
   kv.key_error_feedback = m.key_feedback;
   kv.value_error_feedback = m.value_feedback;
   kv.sink_tokens = 16;
@@ -553,6 +553,7 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
 INSTANTIATE_TEST_SUITE_P(
     Formats, CudaKvMigrate,
     ::testing::Values(
+        MigrateCase{"int2_g128_q8_clip_feedback", KvDtype::int2, 128, ParamFormat::q8, false, true, true},  // OSCAR's defaults
         MigrateCase{"int2_g128_q8_search_feedback", KvDtype::int2, 128, ParamFormat::q8, true, true, true},
         MigrateCase{"int2_g64_q8_search_feedback", KvDtype::int2, 64, ParamFormat::q8, true, true, true},
         MigrateCase{"int2_g128_q8_search_value_feedback", KvDtype::int2, 128, ParamFormat::q8, true, false, true},
