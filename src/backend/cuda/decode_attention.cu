@@ -538,10 +538,10 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 // pipeline and the page lookups are paid once per 64 tokens and the four m-tiles' mma chains
 // overlap. Codes come from shared memory through ldmatrix (keys) and ldmatrix.trans (values) and
 // are unpacked without a subtraction: code e of a half-word is moved by at most one shift to bits
-// 4-5, 6-7 or 8-9 and or-ed into the f16 64.0, which reads 64 + c, 64 + 4c or 64 + 16c exactly. The query
-// is divided by that factor, and the constant 64 is taken out per group: 64 * (sum of the f16
-// query), computed once per item, is where the scores' accumulation starts; 64 * (sum of the f16
-// weights) for the outputs, by one more mma against ones per m-tile. The constant is at most 64x a
+// 4-5, 6-7 or 8-9 and or-ed into the f16 64.0, which reads 64 + c, 64 + 4c or 64 + 16c exactly.
+// The query is divided by that factor, and the constant 64 is taken out per group: 64 * (sum of
+// the f16 query), computed once per item, is where the scores' accumulation starts; 64 * (sum of
+// the f16 weights) for the outputs, by one more mma against ones per m-tile. The constant is at most 64x a
 // code step, so the f32 accumulation keeps ~18 bits of the codes' contribution (a 1024 + c magic
 // would keep ~14).
 constexpr int kSuperTokens = 64;
