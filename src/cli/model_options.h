@@ -23,7 +23,7 @@ struct ModelOptions {
   std::optional<std::string> kv_scale_format;  // default: q8 for oscar, f16 otherwise
   std::optional<float> kv_clip_k;
   std::optional<float> kv_clip_v;
-  std::optional<bool> kv_clip_search;           // default: off (fixed ratios)
+  bool kv_clip_search = false;                  // fixed ratios unless --kv-clip-search
   std::optional<bool> kv_key_error_feedback;     // default: on for quantized oscar caches
   std::optional<bool> kv_value_error_feedback;   // default: on for quantized oscar caches
   int64_t kv_sink_tokens = 64;

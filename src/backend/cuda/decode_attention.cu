@@ -203,28 +203,6 @@ struct WarpTiles {
   __device__ int position(int j) const { return first + (warp + j * kWarps) * Tokens; }
 };
 
-// The page ids of a warp's tiles, 32 at a time: lane k holds tile base + k's, read by all lanes
-// at once, and tile j's id is a shuffle. A page-table load per tile, its result needed a few
-// instructions later, stalled each warp for an L2 round trip per tile (the kernel's most sampled
-// stall in Nsight Compute's source view: 4% of its samples at 128K x 8). Calls must come from the
-// whole warp with j nondecreasing; `id_of(k)` reads tile k's id (k < count).
-struct TilePageIds {
-  int base = 0;
-  int32_t mine = 0;
-
-  template <typename IdOf>
-  __device__ void fill(int first_tile, int count, IdOf id_of) {
-    base = first_tile;
-    const int k = first_tile + int(threadIdx.x & 31);
-    mine = k < count ? id_of(k) : 0;
-  }
-  template <typename IdOf>
-  __device__ int32_t get(int j, int count, IdOf id_of) {
-    if (j >= base + 32) fill(j, count, id_of);
-    return __shfl_sync(0xffffffffu, mine, j - base);
-  }
-};
-
 // A key position's page and slot, without a division when pages hold a power of two tokens (the
 // default 64): a division by the runtime page size costs about twenty instructions a tile.
 struct PagePosition {
@@ -235,6 +213,34 @@ __device__ __forceinline__ PagePosition page_position(int position, int page_siz
   const int page = position / page_size;
   return {page, position - page * page_size};
 }
+
+// The page ids of a warp's tiles, 32 at a time: lane k holds tile base + k's, read by all lanes
+// at once, and tile j's id is a shuffle. A page-table load per tile, its result needed a few
+// instructions later, stalled each warp for an L2 round trip per tile (the kernel's most sampled
+// stall in Nsight Compute's source view: 4% of its samples at 128K x 8). The first 32 are read at
+// construction; `get` must be called by the whole warp with j nondecreasing. `id_of(k)` reads
+// tile k's id (k < count).
+template <typename IdOf>
+class TilePageIds {
+ public:
+  __device__ TilePageIds(int count, IdOf id_of) : count_(count), id_of_(id_of) { fill(0); }
+  __device__ int32_t get(int j) {
+    if (j >= base_ + 32) fill(j);
+    return __shfl_sync(0xffffffffu, mine_, j - base_);
+  }
+
+ private:
+  __device__ void fill(int first_tile) {
+    base_ = first_tile;
+    const int k = first_tile + int(threadIdx.x & 31);
+    mine_ = k < count_ ? id_of_(k) : 0;
+  }
+
+  int count_;
+  IdOf id_of_;
+  int base_ = 0;
+  int32_t mine_ = 0;
+};
 
 __device__ __forceinline__ const float* group_queries(const ItemContext& c) {
   const AttentionArgs& a = *c.args;
@@ -289,14 +295,12 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
       uint32_t(layout.full_key_offset(c.kv_head, 0)) + (l.lane >> 4) * kFullRowBytes + (l.lane & 15) * 16;
   const uint32_t values_after_keys = uint32_t(layout.full_value_offset(0, 0));
   const int page_size = int(layout.page_size_tokens);
-  auto full_page_of = [&](int k) {
+  TilePageIds page_ids(tiles.count, [&](int k) {
     return a.page_table[c.row.page_table + page_position(tiles.position(k), page_size).page].full;
-  };
-  TilePageIds page_ids;
-  page_ids.fill(0, tiles.count, full_page_of);
+  });
   auto load = [&](int j, unsigned char* buffer) {
     const PagePosition at = page_position(tiles.position(j), page_size);
-    const int32_t page = page_ids.get(j, tiles.count, full_page_of);
+    const int32_t page = page_ids.get(j);
     const std::byte* keys =
         a.full_pages + int64_t(page) * layout.full_page_bytes + (head_keys + uint32_t(at.slot) * kFullRowBytes);
     const std::byte* values = keys + values_after_keys;
@@ -541,9 +545,9 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 // 4-5, 6-7 or 8-9 and or-ed into the f16 64.0, which reads 64 + c, 64 + 4c or 64 + 16c exactly.
 // The query is divided by that factor, and the constant 64 is taken out per group: 64 * (sum of
 // the f16 query), computed once per item, is where the scores' accumulation starts; 64 * (sum of
-// the f16 weights) for the outputs, by one more mma against ones per m-tile. The constant is at most 64x a
-// code step, so the f32 accumulation keeps ~18 bits of the codes' contribution (a 1024 + c magic
-// would keep ~14).
+// the f16 weights) for the outputs, by one more mma against ones per m-tile. The constant is at
+// most 64x a code step, so the f32 accumulation keeps ~18 bits of the codes' contribution (a
+// 1024 + c magic would keep ~14).
 constexpr int kSuperTokens = 64;
 constexpr uint32_t kMagic64 = 0x54005400u;  // f16x2 (64, 64)
 constexpr uint32_t kOnes = 0x3c003c00u;     // f16x2 (1, 1)
@@ -665,11 +669,9 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
   // m-tile i of super-tile j overlaps [begin, end) (the others are neither loaded nor computed).
   auto live = [&](int start, int i) { return start + kTileTokens * (i + 1) > begin && start + kTileTokens * i < end; };
   // The first 32 tiles' page ids are read before the query is set up, so that the wait overlaps it.
-  auto quantized_page_of = [&](int k) {
+  TilePageIds page_ids(tiles.count, [&](int k) {
     return a.page_table[c.row.page_table + page_position(tiles.position(k), page_size).page].quantized;
-  };
-  TilePageIds page_ids;
-  page_ids.fill(0, tiles.count, quantized_page_of);
+  });
 
   // Score mma B operand: lane (g, t), head g, k-tile 4h + k, channels 64h + 16t + {e1, 8 + e1 | e2,
   // 8 + e2} (e1, e2 = pair_first(k), pair_second(k)), each divided by its extraction factor; the
@@ -750,7 +752,7 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
     const uint32_t base = shared_address(buffer);
     if (whole_pages && start >= begin && start + kSuperTokens <= end) {
       const PagePosition at = page_position(start, page_size);
-      const int32_t id = page_ids.get(j, tiles.count, quantized_page_of);
+      const int32_t id = page_ids.get(j);
       const std::byte* page = a.quantized_pages + int64_t(id) * layout.quantized_page_bytes;
       const uint32_t slot = uint32_t(at.slot);
       const std::byte* keys = page + (key_codes + slot * Tile::kRowBytes);
