@@ -1,6 +1,6 @@
 // oscar bench linear: the decode step's matrix products alone at a model's shapes (q|k|v, o,
-// gate|up, down, LM head) for a few rows, through the backend's Gemm (skinny_linear.h for one or
-// two rows, cuBLAS beyond) and through cuBLAS for every row count, the peer. Each row reports the
+// gate|up, down, LM head) for a few rows, through the backend's Gemm (skinny_linear.h up to 16
+// rows, cuBLAS beyond) and through cuBLAS for every row count, the peer. Each row reports the
 // time per product, its weight bytes, the achieved GB/s and the fraction of the copy bandwidth
 // measured in the same run. The weights (a constant bf16 pattern: the time does not depend on
 // the values) are cycled over enough copies that L2 never serves a repeat, as in a decode step.
@@ -24,7 +24,7 @@ namespace {
 
 struct BenchLinearOptions {
   std::string model = "qwen3-8b";
-  std::string rows = "1,2,4,8";
+  std::string rows = "1,2,4,8,16,32";
   int iterations = 40;
   std::string json_path;
 };

@@ -138,32 +138,37 @@ TEST_F(CudaKernels, SwigluMatchesCpu) {
   EXPECT_LE(relative_error(widen(expected), floats_of_bf16(bits)), 4e-3);
 }
 
-// Rows 1 and 2 take skinny_linear (decode steps), 3 and 7 cuBLAS; 770 outputs leave a partial
-// block of outputs; the second product accumulates into the first's result.
+// Up to 16 rows take skinny_linear (decode steps: 1-2 rows its FMA kernel, 3-16 one or two mma
+// tiles of 8 rows, full and partial), 17 and 33 cuBLAS; 770 outputs leave a partial tile of
+// outputs; 1056 inputs (33 steps of 32) split unevenly over the warps and leave a tail after the
+// unrolled loop; the second product accumulates into the first's result.
 TEST_F(CudaKernels, GemmMatchesFloat64) {
-  const int64_t inputs = 1024, outputs = 770;
-  for (const int64_t rows : {1, 2, 3, 7}) {
-    std::vector<uint16_t> x(size_t(rows * inputs)), w(size_t(outputs * inputs));
-    const auto xf = random_floats(x.size(), 5), wf = random_floats(w.size(), 6, -0.05f, 0.05f);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(xf[i]);
-    for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(wf[i]);
-    std::vector<double> expected(size_t(rows * outputs), 0.0);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < outputs; ++o)
-        for (int64_t i = 0; i < inputs; ++i)
-          expected[size_t(r * outputs + o)] += double(bf16_to_float(x[size_t(r * inputs + i)])) *
-                                               bf16_to_float(w[size_t(o * inputs + i)]);
-    const auto d_x = to_device(x), d_w = to_device(w);
-    DeviceBuffer<float> y(size_t(rows * outputs));
-    cudaStream_t stream = nullptr;
-    Gemm gemm(stream);
-    const auto* xs = reinterpret_cast<const __nv_bfloat16*>(d_x.data());
-    const auto* ws = reinterpret_cast<const __nv_bfloat16*>(d_w.data());
-    gemm.linear(xs, rows, ws, outputs, inputs, y.data());
-    EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5) << rows << " rows";  // float sums
-    gemm.linear(xs, rows, ws, outputs, inputs, y.data(), /*accumulate=*/true);
-    for (double& e : expected) e *= 2;
-    EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5) << rows << " rows, accumulated";
+  const int64_t outputs = 770;
+  for (const int64_t inputs : {1024, 1056}) {
+    for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17, 33}) {
+      std::vector<uint16_t> x(size_t(rows * inputs)), w(size_t(outputs * inputs));
+      const auto xf = random_floats(x.size(), 5), wf = random_floats(w.size(), 6, -0.05f, 0.05f);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(xf[i]);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(wf[i]);
+      std::vector<double> expected(size_t(rows * outputs), 0.0);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < outputs; ++o)
+          for (int64_t i = 0; i < inputs; ++i)
+            expected[size_t(r * outputs + o)] += double(bf16_to_float(x[size_t(r * inputs + i)])) *
+                                                 bf16_to_float(w[size_t(o * inputs + i)]);
+      const auto d_x = to_device(x), d_w = to_device(w);
+      DeviceBuffer<float> y(size_t(rows * outputs));
+      cudaStream_t stream = nullptr;
+      Gemm gemm(stream);
+      const auto* xs = reinterpret_cast<const __nv_bfloat16*>(d_x.data());
+      const auto* ws = reinterpret_cast<const __nv_bfloat16*>(d_w.data());
+      gemm.linear(xs, rows, ws, outputs, inputs, y.data());
+      EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5) << rows << " x " << inputs;  // float sums
+      gemm.linear(xs, rows, ws, outputs, inputs, y.data(), /*accumulate=*/true);
+      for (double& e : expected) e *= 2;
+      EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5) << rows << " x " << inputs
+                                                                          << ", accumulated";
+    }
   }
 }
 

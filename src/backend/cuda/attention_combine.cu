@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend/cuda/chained_launch.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/warp_primitives.cuh"
 
@@ -42,6 +43,8 @@ __global__ void attention_combine_kernel(const CombineTask* tasks, const float* 
                                          int group, __nv_bfloat16* out, float* out_float) {
   __shared__ float scratch[kMaxThreads / 32];
   __shared__ float2 lane_sums[kMaxSplitLanes][kPairs];
+  wait_for_producer();
+  release_consumer();
   const int head = int(blockIdx.x) % group;
   const int row_head = int(blockIdx.x) / group;
   const int row = row_head / num_kv_heads, kv_head = row_head % num_kv_heads;
@@ -95,9 +98,8 @@ void launch_attention_combine(const CombineTask* tasks, int64_t rows, int64_t ma
   }
   int lanes = 1;
   while (lanes < kMaxSplitLanes && lanes < max_splits) lanes *= 2;
-  attention_combine_kernel<<<unsigned(rows * num_kv_heads * group), unsigned(kPairs * lanes), 0, stream>>>(
-      tasks, partials, num_kv_heads, group, out, out_float);
-  check_launch("attention_combine_kernel");
+  launch_chained("attention_combine_kernel", attention_combine_kernel, dim3(unsigned(rows * num_kv_heads * group)),
+                 dim3(unsigned(kPairs * lanes)), 0, stream, tasks, partials, num_kv_heads, group, out, out_float);
 }
 
 }  // namespace oscar::cuda

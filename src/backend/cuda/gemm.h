@@ -1,7 +1,7 @@
 #pragma once
 // Linear layers: bf16 weights and activations, float32 accumulation and output (the residual
-// stream stays float32). One or two rows (decode steps of batch 1 and 2) through skinny_linear.h,
-// more through cuBLAS: one handle on the backend's stream, with a fixed workspace so that the
+// stream stays float32). Up to 16 rows (decode steps of batch 1-16) through skinny_linear.h, more
+// through cuBLAS: one handle on the backend's stream, with a fixed workspace so that the
 // calls can be captured into a CUDA graph.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>

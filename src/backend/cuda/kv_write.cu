@@ -2,6 +2,7 @@
 // CpuBackend::attention_block (rotate_rows, backend/cpu/cpu_math.cpp: out[j] = sum_i x[i] R[i][j] as
 // one fma chain over i) and CpuKvStore::write_full (backend/cpu/cpu_kv_store.cpp: bf16 rows into the
 // token's slot of its full-precision page). Values are not rotated here: R_V is folded into W_v.
+#include "backend/cuda/chained_launch.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/warp_primitives.cuh"
@@ -42,6 +43,8 @@ __global__ void kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_b
     }
     cp_async_commit();
   }
+  wait_for_producer();
+  release_consumer();
   const PageLayout& layout = args.layout;
   const int first = blockIdx.x * rows_per_block;
   for (int row = first; row < min(rows, first + rows_per_block); ++row) {
@@ -111,8 +114,7 @@ void launch_kv_write(const KvWriteArgs& args, int64_t rows, cudaStream_t stream)
   // Decode steps: a block per row, for parallelism; prefill chunks: eight rows share a copy of R_K.
   const int rows_per_block = rows <= 64 ? 1 : 8;
   const dim3 grid(unsigned((rows + rows_per_block - 1) / rows_per_block), unsigned(args.num_kv_heads), kSlices);
-  kv_write_kernel<<<grid, kThreads, 0, stream>>>(args, int(rows), rows_per_block);
-  check_launch("kv_write_kernel");
+  launch_chained("kv_write_kernel", kv_write_kernel, grid, dim3(kThreads), 0, stream, args, int(rows), rows_per_block);
 }
 
 }  // namespace oscar::cuda

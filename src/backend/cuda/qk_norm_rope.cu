@@ -2,8 +2,10 @@
 // (backend/cpu/cpu_backend.cpp) with rms_norm (cpu_math.cpp) and rope_cos_sin / apply_rope
 // (model/rope.cpp): angle = float(position) * inv_freq, cos and sin taken in double then rounded to
 // float, x[i] and x[i + D/2] rotated by that angle ("rotate half").
+#include "backend/cuda/chained_launch.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/layer_kernels.h"
+#include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
@@ -14,6 +16,8 @@ __global__ void qk_norm_rope_kernel(const QkNormRopeArgs args) {
   const int row = blockIdx.x, head = blockIdx.y;
   const int half = args.head_dim / 2;
   const int i = threadIdx.x;
+  wait_for_producer();
+  release_consumer();
   float* x = args.qkv + int64_t(row) * args.row_stride + int64_t(head) * args.head_dim;
   float first = x[i], second = x[i + half];
   const bool is_query = head < args.num_heads;
@@ -42,8 +46,7 @@ __global__ void qk_norm_rope_kernel(const QkNormRopeArgs args) {
 void launch_qk_norm_rope(const QkNormRopeArgs& args, int64_t rows, cudaStream_t stream) {
   if (rows == 0) return;
   const dim3 grid(unsigned(rows), unsigned(args.num_heads + args.num_kv_heads));
-  qk_norm_rope_kernel<<<grid, unsigned(args.head_dim / 2), 0, stream>>>(args);
-  check_launch("qk_norm_rope_kernel");
+  launch_chained("qk_norm_rope_kernel", qk_norm_rope_kernel, grid, dim3(unsigned(args.head_dim / 2)), 0, stream, args);
 }
 
 }  // namespace oscar::cuda

@@ -9,8 +9,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "backend/cuda/chained_launch.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/layer_kernels.h"
+#include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
@@ -37,19 +39,25 @@ __global__ void __launch_bounds__(kThreads) add_rms_norm_kernel(float* __restric
                                                                 const float* __restrict__ weight, float eps,
                                                                 __nv_bfloat16* __restrict__ out) {
   __shared__ float scratch[kThreads / 32];
-  const int64_t row = row_map != nullptr ? row_map[blockIdx.x] : blockIdx.x;
-  auto* x = reinterpret_cast<float4*>(hidden + row * width);
-  const auto* d = reinterpret_cast<const float4*>(delta != nullptr ? delta + row * width : nullptr);
   const auto* w = reinterpret_cast<const float4*>(weight);
   const int vectors = width / 4;
   float4 v[kVectors], e[kVectors], scale[kVectors];
 #pragma unroll
   for (int k = 0; k < kVectors; ++k) {
     const int i = threadIdx.x + k * kThreads;
+    if (i < vectors) scale[k] = w[i];
+  }
+  wait_for_producer();
+  release_consumer();
+  const int64_t row = row_map != nullptr ? row_map[blockIdx.x] : blockIdx.x;
+  auto* x = reinterpret_cast<float4*>(hidden + row * width);
+  const auto* d = reinterpret_cast<const float4*>(delta != nullptr ? delta + row * width : nullptr);
+#pragma unroll
+  for (int k = 0; k < kVectors; ++k) {
+    const int i = threadIdx.x + k * kThreads;
     if (i < vectors) {
       v[k] = x[i];
       e[k] = d != nullptr ? d[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      scale[k] = w[i];
     }
   }
   float sum = 0.0f;
@@ -84,8 +92,8 @@ void launch(float* hidden, const float* delta, const int32_t* row_map, int64_t r
     }
     return;
   }
-  add_rms_norm_kernel<kVectors><<<unsigned(rows), kThreads, 0, stream>>>(hidden, delta, row_map, width, weight, eps, out);
-  check_launch("add_rms_norm_kernel");
+  launch_chained("add_rms_norm_kernel", add_rms_norm_kernel<kVectors>, dim3(unsigned(rows)), dim3(kThreads), 0, stream,
+                 hidden, delta, row_map, width, weight, eps, out);
 }
 
 }  // namespace

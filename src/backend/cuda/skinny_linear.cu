@@ -1,26 +1,49 @@
-// A block computes 4 outputs for every row; its 8 warps split the inputs into 8
-// slices, each lane reading 16 bytes of each of the block's weight rows per step (streaming loads:
-// the weights are read once) and the rows' matching 16 bytes of x (cached: every block reads all
-// of x). Partial sums meet in shared memory in a fixed order, so results do not depend on timing.
+// Two kernels for the decode step's products of a few rows, where the time is the weight read.
 //
-// Why, and why only for one or two rows: on the H100 at Qwen3-8B's shapes (products back to back,
-// weights never in L2), one row takes 18.6 / 13.3 / 65.6 / 35.2 / 390 us for q|k|v, o, gate|up,
-// down and the LM head (85-107% of the copy bandwidth), cuBLAS 21.9 / 16.4 / 73.6 / 39.8 / 437;
-// two rows 19.9 / 14.6 / 66.7 / 37.0 / 393 against the same. From four rows on cuBLAS is as fast
-// or faster (its tensor-core kernels; this one's FMA count grows with the rows) and takes over.
+// One or two rows, CUDA-core FMA: a block computes 4 outputs for every row; its 8 warps split the
+// inputs into 8 slices, each lane reading 16 bytes of each of the block's weight rows per step
+// (streaming loads: the weights are read once) and the rows' matching 16 bytes of x (cached: every
+// block reads all of x).
+//
+// Three to sixteen rows, tensor cores (mma.m16n8k16, 16 outputs x 8 rows per tile): the FMA
+// kernel's instruction count grows with the rows, and cuBLAS's kernels for a few rows read the
+// weights at 60-76% of the copy bandwidth. A block computes 16 outputs; its 8 warps split the
+// inputs; each lane loads 16 bytes of weight rows g and g + 8 and of x row g straight into the mma
+// operands (no shared memory), four steps in flight while the previous four multiply.
+//
+// Both: partial sums meet in shared memory in a fixed order, so results do not depend on timing.
+//
+// Measured on the H100 at Qwen3-8B's shapes (`oscar bench linear`: products back to back, weights
+// never in L2), us for q|k|v, o, gate|up, down, LM head, ours against cuBLAS (docs/bench/linear.json):
+//   1 row (FMA)   21.6 / 13.4 / 65.8 / 35.3 / 391 against 22.0 / 16.8 / 73.3 / 39.7 / 435;
+//   4 rows (mma)  20.0 / 14.0 / 69.2 / 40.0 / 410 against 22.1 / 16.6 / 73.8 / 59.4 / 438;
+//   8 rows (mma)  20.1 / 14.0 / 70.0 / 39.4 / 416 against 21.9 / 16.6 / 74.4 / 40.2 / 441;
+//   16 rows (mma) 21.7 / 15.0 / 74.5 / 40.5 / 441 against 22.2 / 17.0 / 75.1 / 40.9 / 443.
+// In an earlier run of the same sweep the mma kernel at one row took 20.2 / 13.8 / 66.7 / 37.7 / 392
+// against the FMA kernel's 18.8 / 13.5 / 65.8 / 34.8 / 390, and at 28 and 32 rows (four tiles)
+// 25.4 / 18.5 / 84.1 / 48.4 / 478 against cuBLAS's 23.0 / 16.2 / 73.5 / 41.2 / 430: cuBLAS takes
+// those.
 #include <stdexcept>
 #include <string>
 
+#include "backend/cuda/chained_launch.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/skinny_linear.h"
+#include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr int kMaxRows = 2;
+constexpr int kWarps = 8;  // both kernels split the inputs over 8 warps
+constexpr int kFmaMaxRows = 2;
+constexpr int kMmaMaxRows = 16;
+constexpr int kChunkInputs = 32;  // inputs of a row a warp covers per step: 4 lanes x 8 bf16 (mma),
+                                  // and the granularity of both kernels' input slices
+
+// ---- one or two rows: FMA ----
+
 constexpr int kOutputsPerBlock = 4;  // of 2, 4, 8 and 16 the fastest at one and two rows
-constexpr int kChunk = 8;  // bf16 values per 16-byte load
+constexpr int kChunk = 8;            // bf16 values per 16-byte load
 
 __device__ __forceinline__ void unpack(const uint4 packed, float (&out)[kChunk]) {
   const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
@@ -32,24 +55,28 @@ __device__ __forceinline__ void unpack(const uint4 packed, float (&out)[kChunk])
 }
 
 template <int kRows>
-__global__ void __launch_bounds__(kWarps * 32) skinny_linear_kernel(const __nv_bfloat16* __restrict__ x, int rows,
-                                                                    const __nv_bfloat16* __restrict__ w, int outputs,
-                                                                    int inputs, float* __restrict__ y,
-                                                                    bool accumulate) {
+__global__ void __launch_bounds__(kWarps * 32)
+    fma_linear_kernel(const __nv_bfloat16* __restrict__ x, int rows,
+                      const __nv_bfloat16* __restrict__ w, int outputs, int inputs,
+                      float* __restrict__ y, bool accumulate) {
   __shared__ float partial[kWarps][kOutputsPerBlock][kRows];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int first_output = blockIdx.x * kOutputsPerBlock;
-  const int slice = inputs / kWarps;
-  const int begin = warp * slice, end = begin + slice;
+  wait_for_producer();
+  release_consumer();
+  const int chunks = inputs / kChunkInputs;
+  const int begin = warp * chunks / kWarps * kChunkInputs,
+            end = (warp + 1) * chunks / kWarps * kChunkInputs;
   float sums[kOutputsPerBlock][kRows] = {};
 #pragma unroll 2
   for (int k = begin + lane * kChunk; k < end; k += 32 * kChunk) {
     float ws[kOutputsPerBlock][kChunk];
 #pragma unroll
     for (int o = 0; o < kOutputsPerBlock; ++o) {
-      const uint4 packed = first_output + o < outputs
-                               ? __ldcs(reinterpret_cast<const uint4*>(w + int64_t(first_output + o) * inputs + k))
-                               : make_uint4(0, 0, 0, 0);
+      const uint4 packed =
+          first_output + o < outputs
+              ? __ldcs(reinterpret_cast<const uint4*>(w + int64_t(first_output + o) * inputs + k))
+              : make_uint4(0, 0, 0, 0);
       unpack(packed, ws[o]);
     }
 #pragma unroll
@@ -69,7 +96,8 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_linear_kernel(const __nv_b
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float value = sums[o][r];
-      for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+      for (int offset = 16; offset > 0; offset /= 2)
+        value += __shfl_xor_sync(0xffffffffu, value, offset);
       if (lane == 0) partial[warp][o][r] = value;
     }
   }
@@ -84,28 +112,169 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_linear_kernel(const __nv_b
   out = accumulate ? out + total : total;
 }
 
+// ---- three to sixteen rows: mma.m16n8k16 ----
+
+constexpr int kTileOutputs = 16;  // the mma's M
+constexpr int kUnroll = 4;        // steps per batch of loads (2 and 8 measured no faster)
+
+template <int kRowTiles, int kSteps>
+struct MmaOperands {
+  uint4 low[kSteps], high[kSteps];  // weight rows g and g + 8, 8 inputs each
+  uint4 x[kSteps][kRowTiles];       // x row 8 * tile + g, the same 8 inputs
+};
+
+template <int kRowTiles>
+struct MmaTile {
+  const uint4* w_low;
+  const uint4* w_high;
+  const uint4* x_row[kRowTiles];
+  float acc[kRowTiles][4] = {};
+
+  static constexpr int kStride = kChunkInputs / 8;  // uint4 per step
+
+  template <int kSteps>
+  __device__ __forceinline__ void load_weights(MmaOperands<kRowTiles, kSteps>& f, int step) const {
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      f.low[u] = __ldcs(w_low + (step + u) * kStride);
+      f.high[u] = __ldcs(w_high + (step + u) * kStride);
+    }
+  }
+  template <int kSteps>
+  __device__ __forceinline__ void load_inputs(MmaOperands<kRowTiles, kSteps>& f, int step) const {
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+#pragma unroll
+      for (int i = 0; i < kRowTiles; ++i) f.x[u][i] = __ldg(x_row[i] + (step + u) * kStride);
+    }
+  }
+  template <int kSteps>
+  __device__ __forceinline__ void load(MmaOperands<kRowTiles, kSteps>& f, int step) const {
+    load_weights(f, step);
+    load_inputs(f, step);
+  }
+
+  // The 8 inputs a lane holds per row are two k-steps of the mma (A: (row g, k 2t, 2t+1) and
+  // (row g, k 2t+8, 2t+9) in registers 0 and 2; B: (k 2t, 2t+1) and (k 2t+8, 2t+9) of column g).
+  // Both operands take them in the same order, so every product pairs a weight with its input.
+  template <int kSteps>
+  __device__ __forceinline__ void multiply(const MmaOperands<kRowTiles, kSteps>& f) {
+#pragma unroll
+    for (int u = 0; u < kSteps; ++u) {
+      const uint32_t a0[4] = {f.low[u].x, f.high[u].x, f.low[u].y, f.high[u].y};
+      const uint32_t a1[4] = {f.low[u].z, f.high[u].z, f.low[u].w, f.high[u].w};
+#pragma unroll
+      for (int i = 0; i < kRowTiles; ++i) {
+        const uint32_t b0[2] = {f.x[u][i].x, f.x[u][i].y}, b1[2] = {f.x[u][i].z, f.x[u][i].w};
+        mma_bf16(acc[i], a0, b0);
+        mma_bf16(acc[i], a1, b1);
+      }
+    }
+  }
+};
+
+template <int kRowTiles>
+__global__ void __launch_bounds__(kWarps * 32)
+    mma_linear_kernel(const __nv_bfloat16* __restrict__ x, int rows,
+                      const __nv_bfloat16* __restrict__ w, int outputs, int inputs,
+                      float* __restrict__ y, bool accumulate) {
+  __shared__ float partial[kWarps][kRowTiles * 8][kTileOutputs + 1];  // +1: no bank conflicts
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int first_output = blockIdx.x * kTileOutputs;
+  const int chunks = inputs / kChunkInputs;
+  const int chunk_begin = warp * chunks / kWarps,
+            steps = (warp + 1) * chunks / kWarps - chunk_begin;
+  const int64_t column = int64_t(chunk_begin) * kChunkInputs + 8 * t;
+  // Rows past the last output or the last x row read the last one instead (valid memory); their
+  // results are never written.
+  MmaTile<kRowTiles> tile;
+  tile.w_low = reinterpret_cast<const uint4*>(
+      w + int64_t(min(first_output + g, outputs - 1)) * inputs + column);
+  tile.w_high = reinterpret_cast<const uint4*>(
+      w + int64_t(min(first_output + g + 8, outputs - 1)) * inputs + column);
+#pragma unroll
+  for (int i = 0; i < kRowTiles; ++i)
+    tile.x_row[i] =
+        reinterpret_cast<const uint4*>(x + int64_t(min(8 * i + g, rows - 1)) * inputs + column);
+
+  int step = 0;
+  if (steps >= kUnroll) {
+    MmaOperands<kRowTiles, kUnroll> current, next;
+    // The first weights are on their way while the kernel that writes x finishes.
+    tile.load_weights(current, 0);
+    wait_for_producer();
+    release_consumer();
+    tile.load_inputs(current, 0);
+    for (; step + 2 * kUnroll <= steps; step += kUnroll) {
+      tile.load(next, step + kUnroll);
+      tile.multiply(current);
+      current = next;
+    }
+    tile.multiply(current);
+    step += kUnroll;
+  } else {
+    wait_for_producer();
+    release_consumer();
+  }
+  for (; step < steps; ++step) {
+    MmaOperands<kRowTiles, 1> single;
+    tile.load(single, step);
+    tile.multiply(single);
+  }
+  // C fragment: c0, c1 = (output g, x rows 2t, 2t + 1), c2, c3 = (output g + 8, the same rows).
+#pragma unroll
+  for (int i = 0; i < kRowTiles; ++i) {
+    partial[warp][8 * i + 2 * t][g] = tile.acc[i][0];
+    partial[warp][8 * i + 2 * t + 1][g] = tile.acc[i][1];
+    partial[warp][8 * i + 2 * t][g + 8] = tile.acc[i][2];
+    partial[warp][8 * i + 2 * t + 1][g + 8] = tile.acc[i][3];
+  }
+  __syncthreads();
+  for (int index = threadIdx.x; index < kRowTiles * 8 * kTileOutputs; index += kWarps * 32) {
+    const int r = index / kTileOutputs, o = index % kTileOutputs;
+    if (r >= rows || first_output + o >= outputs) continue;
+    float total = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kWarps; ++v) total += partial[v][r][o];
+    float& out = y[int64_t(r) * outputs + first_output + o];
+    out = accumulate ? out + total : total;
+  }
+}
+
 template <int kRows>
-void launch(const __nv_bfloat16* x, int rows, const __nv_bfloat16* w, int outputs, int inputs, float* y,
-            bool accumulate, cudaStream_t stream) {
+void launch_fma(const __nv_bfloat16* x, int rows, const __nv_bfloat16* w, int outputs, int inputs,
+                float* y, bool accumulate, cudaStream_t stream) {
   const unsigned blocks = unsigned((outputs + kOutputsPerBlock - 1) / kOutputsPerBlock);
-  skinny_linear_kernel<kRows><<<blocks, kWarps * 32, 0, stream>>>(x, rows, w, outputs, inputs, y, accumulate);
-  check_launch("skinny_linear_kernel");
+  launch_chained("fma_linear_kernel", fma_linear_kernel<kRows>, dim3(blocks), dim3(kWarps * 32), 0, stream, x, rows, w,
+                 outputs, inputs, y, accumulate);
+}
+
+template <int kRowTiles>
+void launch_mma(const __nv_bfloat16* x, int rows, const __nv_bfloat16* w, int outputs, int inputs,
+                float* y, bool accumulate, cudaStream_t stream) {
+  const unsigned blocks = unsigned((outputs + kTileOutputs - 1) / kTileOutputs);
+  launch_chained("mma_linear_kernel", mma_linear_kernel<kRowTiles>, dim3(blocks), dim3(kWarps * 32), 0, stream, x, rows,
+                 w, outputs, inputs, y, accumulate);
 }
 
 }  // namespace
 
 bool skinny_linear_supports(int64_t rows, int64_t inputs) {
-  return rows >= 1 && rows <= kMaxRows && inputs % (kWarps * kChunk) == 0 && inputs <= (int64_t(1) << 30);
+  return rows >= 1 && rows <= kMmaMaxRows && inputs % kChunkInputs == 0 &&
+         inputs <= (int64_t(1) << 30);
 }
 
-void skinny_linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs, int64_t inputs,
-                   float* y, bool accumulate, cudaStream_t stream) {
+void skinny_linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
+                   int64_t inputs, float* y, bool accumulate, cudaStream_t stream) {
   if (!skinny_linear_supports(rows, inputs) || outputs > (int64_t(1) << 30)) {
-    throw std::invalid_argument("skinny_linear: " + std::to_string(rows) + " rows x " + std::to_string(inputs) +
-                                " inputs is not supported");
+    throw std::invalid_argument("skinny_linear: " + std::to_string(rows) + " rows x " +
+                                std::to_string(inputs) + " inputs is not supported");
   }
-  if (rows == 1) return launch<1>(x, 1, w, int(outputs), int(inputs), y, accumulate, stream);
-  launch<2>(x, 2, w, int(outputs), int(inputs), y, accumulate, stream);
+  const int r = int(rows), o = int(outputs), i = int(inputs);
+  if (r == 1) return launch_fma<1>(x, r, w, o, i, y, accumulate, stream);
+  if (r <= kFmaMaxRows) return launch_fma<2>(x, r, w, o, i, y, accumulate, stream);
+  if (r <= 8) return launch_mma<1>(x, r, w, o, i, y, accumulate, stream);
+  launch_mma<2>(x, r, w, o, i, y, accumulate, stream);
 }
 
 }  // namespace oscar::cuda

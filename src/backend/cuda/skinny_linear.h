@@ -1,6 +1,6 @@
 #pragma once
-// Linear layers of one or two rows (decode steps of batch 1 and 2), where the time is the weight
-// read: y[rows][outputs] = x[rows][inputs] * w^T (+ y), bf16 inputs, float accumulation and output.
+// Linear layers of 1-16 rows (decode steps of batch 1-16), where the time is the weight read:
+// y[rows][outputs] = x[rows][inputs] * w^T (+ y), bf16 inputs, float accumulation and output.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

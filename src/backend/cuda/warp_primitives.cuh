@@ -2,7 +2,8 @@
 // Thin wrappers over the PTX the attention kernels use (sm_80+; built for sm_90a):
 //   mma.m16n8k16 with f32 accumulators, ldmatrix (plain and transposed), movmatrix (an 8x8 b16
 //   transpose inside a warp), cp.async (16-byte global -> shared copies that bypass registers),
-//   lop3 and packed f16 subtraction for unpacking integer codes into exact f16 values, ex2.
+//   lop3 and packed f16 subtraction for unpacking integer codes into exact f16 values, ex2, and
+//   griddepcontrol (programmatic dependent launch, sm_90; see chained_launch.cuh).
 // Fragment layouts (PTX ISA, "Matrix fragments for mma.m16n8k16"), lane = 4 * g + t:
 //   A (16x16): reg0 = (row g, cols 2t, 2t+1), reg1 = (row g+8, same cols),
 //              reg2 = (row g, cols 2t+8, 2t+9), reg3 = (row g+8, cols 2t+8, 2t+9);
@@ -63,6 +64,16 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// A kernel started by launch_chained (chained_launch.cuh) may run while the kernel before it in
+// the stream finishes: before this it may read only what no kernel writes (weights, rotations);
+// after it everything earlier kernels wrote is complete and visible. A no-op for a plain launch.
+__device__ __forceinline__ void wait_for_producer() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+// Lets the next chained kernel's blocks be scheduled now (they wait in wait_for_producer until
+// this grid has finished). Called after wait_for_producer, so at most one grid waits ahead.
+__device__ __forceinline__ void release_consumer() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
 
 // (a & b) | c in one instruction.
