@@ -305,6 +305,55 @@ INSTANTIATE_TEST_SUITE_P(
                       FormatCase{"int2_kivi_g32", KvDtype::int2, KvMethod::kivi, 32, 0.3}),
     [](const auto& test_case) { return std::string(test_case.param.name); });
 
+// Calibration's view of a step: every layer's post-RoPE queries and keys (before any KV rotation)
+// and values, on the GPU as on the CPU for a 100-token prompt (bf16 activations: 1e-2; a wrong
+// layout or a missing norm or RoPE is off by order 1).
+TEST(CudaActivationObserver, SeesTheCpusAttentionInputs) {
+  if (!gpu_present()) GTEST_SKIP() << "no CUDA device";
+  struct Recorder : ActivationObserver {
+    std::vector<std::vector<float>> parts;  // per layer: queries, keys, values
+    int64_t q_width = 0, kv_width = 0;
+    void observe(const AttentionInputs& in) override {
+      for (auto [data, width] : {std::pair{in.queries, q_width}, {in.keys, kv_width}, {in.values, kv_width}}) {
+        parts.emplace_back(data, data + in.num_tokens * width);
+      }
+    }
+  };
+  const ModelConfig& c = testbed().config;
+  const auto prompt = sample_tokens(100);
+  std::vector<Recorder> recorded(2);
+  for (int i = 0; i < 2; ++i) {
+    BackendOptions options;
+    options.device = i == 0 ? DeviceKind::cpu : DeviceKind::cuda;
+    options.kv.dtype = KvDtype::bf16;
+    options.capacity = {256, 0};
+    auto backend = make_backend(testbed(), options);
+    const KvPageCounts capacity = backend->kv_capacity();
+    KvPagePools pools{PagePool(int32_t(capacity.full)), PagePool(int32_t(capacity.quantized))};
+    SequencePages pages;
+    ASSERT_TRUE(pages.reserve(int64_t(prompt.size()), backend->kv_config(), pools));
+    const SequenceStep step{prompt, &pages, false};
+    StepLogits logits;
+    recorded[size_t(i)].q_width = c.q_dim();
+    recorded[size_t(i)].kv_width = c.kv_dim();
+    backend->forward({&step, 1}, logits, &recorded[size_t(i)]);
+  }
+  ASSERT_EQ(recorded[0].parts.size(), size_t(3 * c.num_layers));
+  ASSERT_EQ(recorded[1].parts.size(), recorded[0].parts.size());
+  for (size_t p = 0; p < recorded[0].parts.size(); ++p) {
+    const auto& cpu = recorded[0].parts[p];
+    const auto& gpu = recorded[1].parts[p];
+    ASSERT_EQ(gpu.size(), cpu.size());
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      diff += double(gpu[i] - cpu[i]) * double(gpu[i] - cpu[i]);
+      norm += double(cpu[i]) * double(cpu[i]);
+    }
+    const char* part = p % 3 == 0 ? "queries" : p % 3 == 1 ? "keys" : "values";
+    EXPECT_LE(std::sqrt(diff / norm), 1e-2) << "layer " << p / 3 << " " << part;
+  }
+}
+
 // transformers' float32 logits and greedy continuations (models/testbed/reference), as
 // cpu_reference_logits_test.cpp checks the CPU; bf16 activations give the looser bound.
 TEST(CudaReferenceLogits, MatchTransformers) {

@@ -1,7 +1,8 @@
 // Each CUDA kernel against its CPU reference on random (never zero) inputs; skips without a GPU.
 // Tolerances are stated per test as ||gpu - ref|| / ||ref|| (or max abs where noted):
-//   float kernels: q/k norm + RoPE 1e-5 against cpu_math / rope; RMSNorm and SwiGLU 4e-3 (their
-//     outputs are bf16, the next product's input);
+//   float kernels: q/k norm + RoPE and the KV write's rotation 1e-5 against cpu_math / rope (its
+//     bf16 keys and values 4e-3); RMSNorm and SwiGLU 4e-3 (their outputs are bf16, the next
+//     product's input);
 //   bf16 matrix products (float accumulation, float output; skinny_linear and cuBLAS): 1e-5 against
 //     float64 products of the same bf16 inputs;
 //   decode attention, bf16 pages: 2e-3; INT2/INT4 pages: 5e-3 (f16 P * scale operand), against a
@@ -172,43 +173,114 @@ TEST_F(CudaKernels, GemmMatchesFloat64) {
   }
 }
 
-TEST_F(CudaKernels, QkNormRopeMatchesCpu) {
-  const int heads = 8, kv_heads = 2, d = 128;
+// q/k norm + RoPE, then the KV write, of three rows (positions 1, 68 and 40007) with and without
+// q/k norm weights and a key rotation: the q and k parts of the rows normed and rotary-embedded in
+// place as on the CPU, the v part untouched, the queries rotated by R_K, the keys rotated and the
+// values as bf16 in each row's page slot.
+TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
+  const int heads = 8, kv_heads = 2, d = 128, group = heads / kv_heads;
   const int64_t rows = 3, stride = (heads + 2 * kv_heads) * d;
-  const auto qkv = random_floats(size_t(rows * stride), 7, -3.f, 3.f);
-  const auto q_norm = random_floats(size_t(d), 8, 0.5f, 1.5f), k_norm = random_floats(size_t(d), 9, 0.5f, 1.5f);
-  std::vector<float> inverse(size_t(d / 2));
-  for (int i = 0; i < d / 2; ++i) inverse[size_t(i)] = float(std::pow(1e6, -2.0 * i / d));
-  const std::vector<QueryRow> row_records = {{0, 0, 0, 0}, {17, 0, 0, 0}, {40000, 0, 0, 0}};
-  std::vector<float> expected = qkv;
-  for (int64_t r = 0; r < rows; ++r) {
-    std::vector<float> c(size_t(d / 2)), s(size_t(d / 2));
-    for (int i = 0; i < d / 2; ++i) {
-      const float angle = float(row_records[size_t(r)].position) * inverse[size_t(i)];
-      c[size_t(i)] = float(std::cos(double(angle)));
-      s[size_t(i)] = float(std::sin(double(angle)));
+  KvCacheConfig kv;
+  kv.page_size_tokens = 64;
+  const PageLayout layout = make_page_layout(kv, kv_heads, d);
+  for (const bool norms_and_rotation : {true, false}) {
+    const auto qkv = random_floats(size_t(rows * stride), 7, -3.f, 3.f);
+    const auto q_norm = random_floats(size_t(d), 8, 0.5f, 1.5f), k_norm = random_floats(size_t(d), 9, 0.5f, 1.5f);
+    const auto rotation = random_floats(size_t(kv_heads * d * d), 10, -0.2f, 0.2f);
+    std::vector<float> inverse(size_t(d / 2));
+    for (int i = 0; i < d / 2; ++i) inverse[size_t(i)] = float(std::pow(1e6, -2.0 * i / d));
+    // Each row is a sequence of its own whose last logical page is physical page 2 - r.
+    const std::vector<int32_t> positions = {1, 68, 40007};
+    std::vector<QueryRow> row_records;
+    std::vector<PageIds> page_table;
+    for (int64_t r = 0; r < rows; ++r) {
+      row_records.push_back({positions[size_t(r)], int32_t(page_table.size()), 0, 0});
+      page_table.resize(page_table.size() + size_t(positions[size_t(r)] / 64), PageIds{-1, -1});
+      page_table.push_back({int32_t(2 - r), -1});
     }
-    for (int h = 0; h < heads + kv_heads; ++h) {
-      float* x = &expected[size_t(r * stride + h * d)];
-      rms_norm(x, 1, d, h < heads ? q_norm.data() : k_norm.data(), 1e-6, x);
+    std::vector<float> expected = qkv;
+    std::vector<double> expected_queries, expected_keys, expected_values;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> c(size_t(d / 2)), s(size_t(d / 2));
       for (int i = 0; i < d / 2; ++i) {
-        const float a = x[i], b = x[i + d / 2];
-        x[i] = a * c[size_t(i)] - b * s[size_t(i)];
-        x[i + d / 2] = b * c[size_t(i)] + a * s[size_t(i)];
+        const float angle = float(positions[size_t(r)]) * inverse[size_t(i)];
+        c[size_t(i)] = float(std::cos(double(angle)));
+        s[size_t(i)] = float(std::sin(double(angle)));
+      }
+      for (int h = 0; h < heads + kv_heads; ++h) {
+        float* x = &expected[size_t(r * stride + h * d)];
+        if (norms_and_rotation) rms_norm(x, 1, d, h < heads ? q_norm.data() : k_norm.data(), 1e-6, x);
+        for (int i = 0; i < d / 2; ++i) {
+          const float a = x[i], b = x[i + d / 2];
+          x[i] = a * c[size_t(i)] - b * s[size_t(i)];
+          x[i + d / 2] = b * c[size_t(i)] + a * s[size_t(i)];
+        }
+      }
+      auto rotated = [&](int64_t head_offset, int kv_head, int j) {
+        const float* x = &expected[size_t(r * stride + head_offset * d)];
+        if (!norms_and_rotation) return double(x[j]);
+        double sum = 0;
+        for (int i = 0; i < d; ++i) sum += double(x[i]) * rotation[size_t((kv_head * d + i) * d + j)];
+        return sum;
+      };
+      for (int h = 0; h < heads; ++h) {
+        for (int j = 0; j < d; ++j) expected_queries.push_back(rotated(h, h / group, j));
+      }
+      for (int h = 0; h < kv_heads; ++h) {
+        for (int j = 0; j < d; ++j) {
+          expected_keys.push_back(rotated(heads + h, h, j));
+          expected_values.push_back(qkv[size_t(r * stride + (heads + kv_heads + h) * d + j)]);
+        }
       }
     }
+    auto d_qkv = to_device(qkv);
+    const auto d_q_norm = to_device(q_norm), d_k_norm = to_device(k_norm), d_inverse = to_device(inverse);
+    const auto d_rotation = to_device(rotation);
+    const auto d_rows = to_device(row_records);
+    const auto d_page_table = to_device(page_table);
+    DeviceBuffer<std::byte> pages(size_t(3 * layout.full_page_bytes));
+    DeviceBuffer<float> rotated_queries(size_t(rows * heads * d));
+    QkNormRopeArgs rope{d_qkv.data(), stride, heads, kv_heads, d, d_rows.data(),
+                        norms_and_rotation ? d_q_norm.data() : nullptr,
+                        norms_and_rotation ? d_k_norm.data() : nullptr, 1e-6f, d_inverse.data()};
+    launch_qk_norm_rope(rope, rows, nullptr);
+    KvWriteArgs args;
+    args.qkv = d_qkv.data();
+    args.row_stride = stride;
+    args.num_heads = heads;
+    args.num_kv_heads = kv_heads;
+    args.rows = d_rows.data();
+    args.page_table = d_page_table.data();
+    args.layout = layout;
+    args.full_pages = pages.data();
+    args.key_rotations = norms_and_rotation ? d_rotation.data() : nullptr;
+    args.rotated_queries = rotated_queries.data();
+    launch_kv_write(args, rows, nullptr);
+    const auto actual = to_host(d_qkv, qkv.size());
+    for (int64_t r = 0; r < rows; ++r) {  // the v part is untouched
+      for (int64_t i = (heads + kv_heads) * d; i < stride; ++i) {
+        EXPECT_EQ(actual[size_t(r * stride + i)], qkv[size_t(r * stride + i)]);
+      }
+    }
+    EXPECT_LE(relative_error(widen(expected), actual), 1e-5) << "q and k in place, norms " << norms_and_rotation;
+    EXPECT_LE(relative_error(expected_queries, to_host(rotated_queries, expected_queries.size())), 1e-5)
+        << "rotated queries, rotation " << norms_and_rotation;
+    const auto page_bytes = to_host(pages, pages.size());
+    std::vector<float> keys, values;
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::byte* page = page_bytes.data() + (2 - r) * layout.full_page_bytes;
+      const int64_t slot = positions[size_t(r)] % 64;
+      for (int h = 0; h < kv_heads; ++h) {
+        for (const bool key : {true, false}) {
+          const auto* bits = reinterpret_cast<const uint16_t*>(
+              page + (key ? layout.full_key_offset(h, slot) : layout.full_value_offset(h, slot)));
+          for (int j = 0; j < d; ++j) (key ? keys : values).push_back(bf16_to_float(bits[j]));
+        }
+      }
+    }
+    EXPECT_LE(relative_error(expected_keys, keys), 4e-3) << "keys, rotation " << norms_and_rotation;  // bf16
+    EXPECT_LE(relative_error(expected_values, values), 4e-3) << "values";
   }
-  auto d_qkv = to_device(qkv);
-  const auto d_q_norm = to_device(q_norm), d_k_norm = to_device(k_norm), d_inverse = to_device(inverse);
-  const auto d_rows = to_device(row_records);
-  QkNormRopeArgs args{d_qkv.data(), stride, heads, kv_heads, d, d_rows.data(), d_q_norm.data(), d_k_norm.data(),
-                      1e-6f, d_inverse.data()};
-  launch_qk_norm_rope(args, rows, nullptr);
-  const auto actual = to_host(d_qkv, qkv.size());
-  for (int64_t r = 0; r < rows; ++r) {  // the v part is untouched
-    for (int64_t i = (heads + kv_heads) * d; i < stride; ++i) EXPECT_EQ(actual[size_t(r * stride + i)], qkv[size_t(r * stride + i)]);
-  }
-  EXPECT_LE(relative_error(widen(expected), actual), 1e-5);
 }
 
 // ---- decode attention --------------------------------------------------------------------------
