@@ -310,8 +310,9 @@ def main():
     if (OUT / "experiments.md").exists():
         lines += ["## Experiments", "",
                   "Key centering and calibration variants (not adopted); keys and values rounded with error "
-                  "feedback (adopted); the clip ratios against the per-group clip search, and what the gap on "
-                  "the unseen text is made of (recent window, group size, 4 bits): [experiments.md](experiments.md).", ""]
+                  "feedback (adopted); the clip ratios against the per-group clip search, what the gap on "
+                  "the unseen text is made of (recent window, group size, 4 bits), and calibration with more "
+                  "tokens or longer sequences (not adopted): [experiments.md](experiments.md).", ""]
     (OUT / "README.md").write_text("\n".join(lines))
 
 
