@@ -40,6 +40,15 @@ constexpr int kMmaMaxRows = 16;
 constexpr int kChunkInputs = 32;  // inputs of a row a warp covers per step: 4 lanes x 8 bf16 (mma),
                                   // and the granularity of both kernels' input slices
 
+// One output's partial sums of the block's warps, added in warp order, written to y or added to it.
+template <typename PartialOfWarp>
+__device__ __forceinline__ void write_total(PartialOfWarp partial_of_warp, float* y, int64_t index, bool accumulate) {
+  float total = 0.0f;
+#pragma unroll
+  for (int v = 0; v < kWarps; ++v) total += partial_of_warp(v);
+  y[index] = accumulate ? y[index] + total : total;
+}
+
 // ---- one or two rows: FMA ----
 
 constexpr int kOutputsPerBlock = 4;  // of 2, 4, 8 and 16 the fastest at one and two rows
@@ -105,11 +114,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (threadIdx.x >= kOutputsPerBlock * kRows) return;
   const int o = threadIdx.x / kRows, r = threadIdx.x % kRows;
   if (r >= rows || first_output + o >= outputs) return;
-  float total = 0.0f;
-#pragma unroll
-  for (int v = 0; v < kWarps; ++v) total += partial[v][o][r];
-  float& out = y[int64_t(r) * outputs + first_output + o];
-  out = accumulate ? out + total : total;
+  write_total([&](int v) { return partial[v][o][r]; }, y, int64_t(r) * outputs + first_output + o, accumulate);
 }
 
 // ---- three to sixteen rows: mma.m16n8k16 ----
@@ -233,11 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   for (int index = threadIdx.x; index < kRowTiles * 8 * kTileOutputs; index += kWarps * 32) {
     const int r = index / kTileOutputs, o = index % kTileOutputs;
     if (r >= rows || first_output + o >= outputs) continue;
-    float total = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kWarps; ++v) total += partial[v][r][o];
-    float& out = y[int64_t(r) * outputs + first_output + o];
-    out = accumulate ? out + total : total;
+    write_total([&](int v) { return partial[v][r][o]; }, y, int64_t(r) * outputs + first_output + o, accumulate);
   }
 }
 
