@@ -12,6 +12,8 @@
 // their first weight loads before waiting.
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #include "backend/cuda/cuda_check.h"
 
 namespace oscar::cuda {
