@@ -53,6 +53,7 @@ TEST(CudaStepPlan, DecodeItemsCoverEachRowOnceInTheRightFormat) {
     for (const DecodeItem& item : p.plan.decode_items) {
       if (item.row != int32_t(row)) continue;
       ASSERT_LT(item.begin, item.end);
+      EXPECT_EQ(item.page_table, p.plan.rows[row].page_table) << "row " << row;
       for (int64_t j = item.begin; j < item.end; ++j) {
         ++seen[size_t(j)];
         const bool quantized = j >= p.kv.sink_tokens && j < quantized_end;

@@ -179,15 +179,9 @@ __device__ __forceinline__ void pipeline(unsigned char* pool, int count, Load lo
 struct ItemContext {
   const AttentionArgs* args;
   DecodeItem item;
-  QueryRow row;
   int kv_head;
   const float* q8_scales;  // the q8 scale table, copied to shared memory
 };
-
-__device__ __forceinline__ ItemContext item_context(const AttentionArgs& args, const DecodeItem& item,
-                                                    int kv_head, const float* q8_scales) {
-  return {&args, item, args.rows[item.row], kv_head, q8_scales};
-}
 
 // A warp's share of an item in tiles of `Tokens` positions aligned to `Tokens`: tiles warp,
 // warp + kWarps, ... of those that overlap [begin, end).
@@ -297,7 +291,7 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
   const uint32_t values_after_keys = uint32_t(layout.full_value_offset(0, 0));
   const int page_size = int(layout.page_size_tokens);
   TilePageIds page_ids(tiles.count, [&](int k) {
-    return a.page_table[c.row.page_table + page_position(tiles.position(k), page_size).page].full;
+    return a.page_table[c.item.page_table + page_position(tiles.position(k), page_size).page].full;
   });
   auto load = [&](int j, unsigned char* buffer) {
     const PagePosition at = page_position(tiles.position(j), page_size);
@@ -436,7 +430,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 
   auto load = [&](int j, unsigned char* buffer) {
     const int start = tiles.position(j);
-    const PageIds ids = a.page_table[c.row.page_table + start / layout.page_size_tokens];
+    const PageIds ids = a.page_table[c.item.page_table + start / layout.page_size_tokens];
     const std::byte* page = a.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
     const int slot = start % layout.page_size_tokens;
     const uint32_t base = shared_address(buffer);
@@ -542,13 +536,14 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 // A warp takes 64-token super-tiles (four 16-token m-tiles) round-robin, so the softmax, the
 // pipeline and the page lookups are paid once per 64 tokens and the four m-tiles' mma chains
 // overlap. Codes come from shared memory through ldmatrix (keys) and ldmatrix.trans (values) and
-// are unpacked without a subtraction: code e of a half-word is moved by at most one shift to bits
-// 4-5, 6-7 or 8-9 and or-ed into the f16 64.0, which reads 64 + c, 64 + 4c or 64 + 16c exactly.
-// The query is divided by that factor, and the constant 64 is taken out per group: 64 * (sum of
-// the f16 query), computed once per item, is where the scores' accumulation starts; 64 * (sum of
-// the f16 weights) for the outputs, by one more mma against ones per m-tile. The constant is at
-// most 64x a code step, so the f32 accumulation keeps ~18 bits of the codes' contribution (a
-// 1024 + c magic would keep ~14).
+// are unpacked without a subtraction: codes 0-4 of a half-word (bits 0-9) are or-ed in place into
+// the f16 64.0, which reads 64 + c/16, 64 + c/4, 64 + c, 64 + 4c or 64 + 16c exactly, and codes
+// 5-7 the same after one shift (the 64.0's exponent occupies bits 10-14). The query is divided by
+// that factor, and the constant 64 is taken out per group: 64 * (sum of the f16 query), computed
+// once per item, is where the scores' accumulation starts; 64 * (sum of the f16 weights) for the
+// outputs, by one more mma against ones per m-tile. The constant is at most 1024x a code step, so
+// the f32 accumulation keeps ~14 bits of the codes' contribution, finer than the f16 query
+// (11 bits) and the f16 weights it multiplies.
 constexpr int kSuperTokens = 64;
 constexpr uint32_t kMagic64 = 0x54005400u;  // f16x2 (64, 64)
 constexpr uint32_t kOnes = 0x3c003c00u;     // f16x2 (1, 1)
@@ -616,19 +611,18 @@ __device__ __forceinline__ uint32_t int2_row_chunk(int row, int chunk) {
 }
 
 // Extraction e (0..7) of a register of codes: code e of each half-word (bits 2e) lies at bit
-// 4 + 2 * step(e) of `shifted[source(e)]` = {x << 4, x, x >> 6} (codes 0-1, 2-4, 5-7), read as
-// 64 + factor(e) * code. Codes 2-4 already sit in bits 4-9 of their half-word, so two shifts
-// serve the sixteen codes of a register (three, when codes 0-2, 3-5 and 6-7 were each moved).
-__device__ __forceinline__ int extract_source(int e) { return e < 2 ? 0 : e < 5 ? 1 : 2; }
-__device__ __forceinline__ int extract_step(int e) { return e < 2 ? e : e < 5 ? e - 2 : e - 5; }
-__device__ __forceinline__ float extract_factor(int e) { return float(1 << (2 * extract_step(e))); }
-__device__ __forceinline__ void shift_codes(uint32_t x, uint32_t (&shifted)[3]) {
-  shifted[0] = x << 4;
-  shifted[1] = x;
-  shifted[2] = x >> 6;
+// `bit(e)` of `shifted[source(e)]` = {x, x >> 6} (codes 0-4, 5-7), read as 64 + factor(e) * code
+// with factor 2^(bit - 4): one shift serves the sixteen codes of a register (two, when every code
+// was first moved to bits 4-9).
+__device__ __forceinline__ int extract_source(int e) { return e < 5 ? 0 : 1; }
+__device__ __forceinline__ int extract_bit(int e) { return e < 5 ? 2 * e : 2 * e - 6; }
+__device__ __forceinline__ float extract_factor(int e) { return float(1 << extract_bit(e)) / 16.f; }
+__device__ __forceinline__ void shift_codes(uint32_t x, uint32_t (&shifted)[2]) {
+  shifted[0] = x;
+  shifted[1] = x >> 6;
 }
-__device__ __forceinline__ uint32_t extract_codes(const uint32_t (&shifted)[3], int e) {
-  const uint32_t mask = (0x30u << (2 * extract_step(e))) * 0x00010001u;
+__device__ __forceinline__ uint32_t extract_codes(const uint32_t (&shifted)[2], int e) {
+  const uint32_t mask = (0x3u << extract_bit(e)) * 0x00010001u;
   return and_or(shifted[extract_source(e)], mask, kMagic64);
 }
 // The two extractions of k-tile (m-tile) 4h + k: (0, 3), (1, 4), (2, 5), (6, 7).
@@ -643,7 +637,7 @@ template <bool RowsAreTokens, typename Mma>
 __device__ __forceinline__ void for_each_int2_tile(const uint32_t (&r)[4], Mma mma) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    uint32_t first[3], second[3];
+    uint32_t first[2], second[2];
     shift_codes(r[2 * h], first);
     shift_codes(r[2 * h + 1], second);
 #pragma unroll
@@ -671,7 +665,7 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
   auto live = [&](int start, int i) { return start + kTileTokens * (i + 1) > begin && start + kTileTokens * i < end; };
   // The first 32 tiles' page ids are read before the query is set up, so that the wait overlaps it.
   TilePageIds page_ids(tiles.count, [&](int k) {
-    return a.page_table[c.row.page_table + page_position(tiles.position(k), page_size).page].quantized;
+    return a.page_table[c.item.page_table + page_position(tiles.position(k), page_size).page].quantized;
   });
 
   // Score mma B operand: lane (g, t), head g, k-tile 4h + k, channels 64h + 16t + {e1, 8 + e1 | e2,
@@ -780,7 +774,7 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
       if (!live(start, i)) continue;
       if (page_index != looked_up) {
         looked_up = page_index;
-        const int32_t id = a.page_table[c.row.page_table + page_index].quantized;
+        const int32_t id = a.page_table[c.item.page_table + page_index].quantized;
         page = a.quantized_pages + int64_t(id) * layout.quantized_page_bytes;
       }
       const uint32_t codes_at = uint32_t(slot) * Tile::kRowBytes;
@@ -811,13 +805,20 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
       uint32_t r[4];
       ldmatrix_x4(r, codes + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + matrix_row);
       // The dot products start from minus the constant 64's share, so they end as sum q * code.
-      float dot[kGroups][4];
+      // Channels 0-63 and 64-127 accumulate apart (a group of 128 adds the two), so that each
+      // chain of dependent mma is four long.
+      float dot[2][4];
 #pragma unroll
-      for (int grp = 0; grp < kGroups; ++grp) {
-        dot[grp][0] = dot[grp][2] = -offset[grp][0];
-        dot[grp][1] = dot[grp][3] = -offset[grp][1];
+      for (int h = 0; h < 2; ++h) {
+        const bool starts_group = 64 * h % Group == 0;
+        dot[h][0] = dot[h][2] = starts_group ? -offset[64 * h / Group][0] : 0.f;
+        dot[h][1] = dot[h][3] = starts_group ? -offset[64 * h / Group][1] : 0.f;
       }
-      for_each_int2_tile<true>(r, [&](int kt, const uint32_t(&ka)[4]) { mma_f16(dot[16 * kt / Group], ka, q_b[kt]); });
+      for_each_int2_tile<true>(r, [&](int kt, const uint32_t(&ka)[4]) { mma_f16(dot[kt / 4], ka, q_b[kt]); });
+      if constexpr (kGroups == 1) {
+#pragma unroll
+        for (int x = 0; x < 4; ++x) dot[0][x] += dot[1][x];
+      }
       s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
@@ -941,14 +942,18 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
   wait_for_producer();
   const int work_units = args.counts->decode_items * args.num_kv_heads;
   // The first wave takes units blockIdx.x; each later unit is claimed while the current one runs,
-  // so that the atomic's round trip is hidden.
+  // so that the atomic's round trip is hidden, and its descriptor is read while the current one's
+  // warps merge: a unit's first copies wait on one round trip (its page ids), not three (the
+  // descriptor, then its row, then the page ids).
   __shared__ int next_work;
-  for (int work = blockIdx.x; work < work_units;) {
+  __shared__ DecodeItem next_item;
+  int work = blockIdx.x;
+  DecodeItem item = work < work_units ? args.decode_items[work / args.num_kv_heads] : DecodeItem{};
+  while (work < work_units) {
     int claimed = 0;
     if (threadIdx.x == 0) claimed = int(gridDim.x) + atomicAdd(&work_counter[0], 1);
-    const DecodeItem item = args.decode_items[work / args.num_kv_heads];
     const int kv_head = work % args.num_kv_heads;
-    const ItemContext context = item_context(args, item, kv_head, q8_scales);
+    const ItemContext context{&args, item, kv_head, q8_scales};
     WarpState state;
     state.reset();
     if constexpr (Bits > 0) {
@@ -963,10 +968,16 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
       process_full_item(context, state, pool, merge);
     }
     __syncthreads();
+    DecodeItem following{};
+    if (threadIdx.x == 0 && claimed < work_units) following = args.decode_items[claimed / args.num_kv_heads];
     merge_warps(args, item, kv_head, merge);
-    if (threadIdx.x == 0) next_work = claimed;
-    __syncthreads();  // next_work is written; the merge area is the next unit's pipeline
+    if (threadIdx.x == 0) {
+      next_work = claimed;
+      next_item = following;
+    }
+    __syncthreads();  // next_work and next_item are written; the merge area is the next unit's pipeline
     work = next_work;
+    item = next_item;
   }
   // Not earlier: the combine's blocks, waiting beside this kernel's for its whole run, made INT2
   // decode steps of batch 4-8 5-18% slower on the H100.

@@ -137,7 +137,7 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
           const int64_t tail_waves = s.quantized ? waves : 0;
           for_each_split(s.begin, s.end, split, tail_waves, [&](int64_t b, int64_t e) {
             plan.decode_items.push_back({narrow(first_row), s.quantized ? 1 : 0, narrow(b), narrow(e),
-                                         narrow(base + splits * heads)});
+                                         narrow(base + splits * heads), row.page_table});
             ++splits;
           });
         }

@@ -22,12 +22,15 @@ struct PageIds {
 
 // A decode query's keys [begin, end), all of one kind (full-precision or quantized pages), for
 // every KV head: partial record `partial + kv_head` receives (max, sum, unnormalised output).
+// `page_table` repeats the row's (QueryRow::page_table), so that the kernel starts an item's
+// page lookups without first reading its row.
 struct DecodeItem {
   int32_t row;
   int32_t quantized;  // 1: quantized pages; 0: full-precision pages
   int32_t begin;
   int32_t end;
   int32_t partial;
+  int32_t page_table;
 };
 
 // Consecutive rows of one sequence (a block of a prefill chunk, or one decode row split over
