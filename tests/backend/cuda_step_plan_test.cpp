@@ -135,14 +135,17 @@ TEST(CudaStepPlan, ShortSplitsAreNotCutFiner) {
   EXPECT_LE(pieces, quantized_positions / split + 2);
 }
 
-// About one wave of splits for a quantized cache whose rows get four splits or more, two waves
+// About one wave of splits for a quantized cache whose rows get four splits or more and for a bf16
+// cache whose wave is shorter than 4096 and cuts the longest row into two splits or more, two waves
 // otherwise, in multiples of 256 from 256 to 4096.
 TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
   const StepPlanShape shape{.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 396};
   EXPECT_EQ(decode_split_tokens(32769, 32769, true, shape), 768);   // 262152 / 396 = 662
-  EXPECT_EQ(decode_split_tokens(32769, 32769, false, shape), 512);  // 262152 / 792 = 331
+  EXPECT_EQ(decode_split_tokens(32769, 32769, false, shape), 768);  // one wave for bf16 too
+  EXPECT_EQ(decode_split_tokens(16 * 8193, 8193, false, shape), 2816);  // 1048704 / 396 = 2648
+  EXPECT_EQ(decode_split_tokens(32 * 4097, 4097, false, shape), 1536);  // one wave: 2816 + 1281
   EXPECT_EQ(decode_split_tokens(8 * 32769, 32769, true, shape), 4096);
-  EXPECT_EQ(decode_split_tokens(8 * 32769, 32769, false, shape), 2816);
+  EXPECT_EQ(decode_split_tokens(8 * 32769, 32769, false, shape), 2816);  // one wave would be 4096
   // 8K x 32: one wave would be 4096, two splits per row: two waves instead.
   EXPECT_EQ(decode_split_tokens(32 * 8193, 8193, true, shape), 2816);
   EXPECT_EQ(decode_split_tokens(100, 100, true, shape), 256);

@@ -79,12 +79,12 @@ int64_t decode_split_tokens(int64_t total_key_positions, int64_t longest_row, bo
     const int64_t target = std::max<int64_t>(1, waves * shape.resident_blocks);
     const int64_t split = (work / target + kDecodeSplitAlignment - 1) / kDecodeSplitAlignment *
                           kDecodeSplitAlignment;
-    return std::clamp<int64_t>(split, kDecodeSplitAlignment, 4096);
+    return std::clamp<int64_t>(split, kDecodeSplitAlignment, kLongestDecodeSplit);
   };
-  if (quantized_cache) {
-    const int64_t one_wave = split_for_waves(1);
-    if (4 * one_wave <= longest_row) return one_wave;
-  }
+  const int64_t one_wave = split_for_waves(1);
+  const bool one_wave_fits = quantized_cache ? 4 * one_wave <= longest_row
+                                             : one_wave < kLongestDecodeSplit && 2 * one_wave <= longest_row;
+  if (one_wave_fits) return one_wave;
   return split_for_waves(2);
 }
 

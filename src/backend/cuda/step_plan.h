@@ -16,6 +16,7 @@ namespace oscar::cuda {
 inline constexpr int64_t kBlockQueryRows = 64;
 // Alignment of the decode kernel's splits: its four warps take 64-token super-tiles in turn.
 inline constexpr int64_t kDecodeSplitAlignment = 256;
+inline constexpr int64_t kLongestDecodeSplit = 4096;
 
 struct StepPlanShape {
   int64_t num_kv_heads = 0;
@@ -52,12 +53,15 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
 // Key positions per split, a multiple of kDecodeSplitAlignment between 256 and 4096: about one wave
 // of `resident_blocks` splits for a quantized cache whose longest row still gets four splits (each
 // row's share of the last wave is then cut into quarter splits, which the blocks take last, see
-// make_step_plan), else about two waves (bf16 rows keep even splits; a row of one or two long splits
-// gets no finer tail). Measured on the H100 (oscar bench decode-attention --split-tokens,
-// docs/bench): INT2 32K x 1 took 25.1 us at 768 vs 30.0 at 512, 32K x 8 82.1 us at 4096 vs 91.7 at
-// 2816; but 8K x 32 117 us at 4096 vs 98 at 2816, and even bf16 splits one wave long were 12% slower
-// at 32K x 8 (447 us vs 400). Smaller splits pay each split's pipeline fill and merge more often,
-// larger ones leave blocks idle at the end.
+// make_step_plan) and for a bf16 cache whose wave of splits is shorter than 4096 and whose longest
+// row gets two whole splits (bf16 rows keep even splits); else about two waves. Measured on the
+// H100 (oscar bench decode-attention --split-tokens, docs/bench): INT2 32K x 1 took 25.1 us at 768
+// vs 30.0 at 512, 32K x 8 82.1 us at 4096 vs 91.7 at 2816; but 8K x 32 117 us at 4096 vs 98 at
+// 2816, and bf16 splits one wave long were 12% slower at 32K x 8 (447 us vs 400, the wave clamped
+// to 4096). bf16 below the clamp, at `2e505d2`: 32K x 1 57.1 us at one wave (768) vs 62.0 at two,
+// 4K x 16 101.5 vs 106.4, 8K x 16 188.9 vs 197.2, 16K x 8 188.5 vs 194.8, 128K x 1 189.2 vs 199.4;
+// but 4K x 32, whose rows one wave cuts into 2816 + 1281, 204.1 vs 195.7 at 1536. Smaller splits
+// pay each split's pipeline fill and merge more often, larger ones leave blocks idle at the end.
 int64_t decode_split_tokens(int64_t total_key_positions, int64_t longest_row, bool quantized_cache,
                             const StepPlanShape& shape);
 
