@@ -302,6 +302,9 @@ def main():
               "per cache on 3 threads); the backends were compared on 40 prompts per cache instead (one per "
               "format and cell: `NIAH_PROMPTS=1`, results in `niah-agreement/`):", ""]
     niah_agreement_table(lines)
+    agreement_source = OUT / "niah-agreement" / "SOURCE.txt"
+    if agreement_source.exists():
+        lines += [agreement_source.read_text().strip(), ""]
     lines += ["## Attention error per layer", ""]
     attention_error_table(lines)
     calibration = RAW / "rotations.txt"
@@ -311,8 +314,9 @@ def main():
         lines += ["## Experiments", "",
                   "Key centering and calibration variants (not adopted); keys and values rounded with error "
                   "feedback (adopted); the clip ratios against the per-group clip search, what the gap on "
-                  "the unseen text is made of (recent window, group size, 4 bits), and calibration with more "
-                  "tokens or longer sequences (not adopted): [experiments.md](experiments.md).", ""]
+                  "the unseen text is made of (recent window, group size, 4 bits, the keys of every layer), and "
+                  "calibration with more tokens or longer sequences, balanced key scales, per-block key centring "
+                  "and f16 group parameters (not adopted): [experiments.md](experiments.md).", ""]
     (OUT / "README.md").write_text("\n".join(lines))
 
 
