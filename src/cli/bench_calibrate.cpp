@@ -23,7 +23,7 @@ namespace {
 struct BenchCalibrateOptions {
   std::string model = "qwen3-8b";
   int64_t tokens = 30000;
-  int64_t sequence_length = 2048;
+  int64_t sequence_length = kDefaultCalibrationSequenceTokens;
   int64_t held_out_tokens = 1024;
   ModelOptions device;  // --device and --threads only
   std::string json_path;

@@ -20,7 +20,7 @@ struct CalibrateOptions {
   std::vector<std::string> data;
   std::string output;
   int64_t tokens = 30000;
-  int64_t sequence_length = 2048;
+  int64_t sequence_length = kDefaultCalibrationSequenceTokens;
   int64_t held_out_tokens = 1024;
   bool per_layer = false;
   uint64_t seed = 0;
