@@ -197,8 +197,8 @@ def attention_error_table(lines):
               "those the output projection weighs, which perplexity rewards and these norms need not "
               "(docs/results/experiments.md). Each method runs at its own defaults (the baselines: f16 parameters, "
               "no clipping; OSCAR: q8, clip 0.84/0.92, error feedback): clipping adds to these norms what it "
-              "saves in perplexity (OSCAR g128 outputs 0.384 with the clip search of the previous default, 0.479 "
-              "with the fixed ratios).", "",
+              "saves in perplexity (OSCAR g128 outputs, with the rotations of 2048-token sequences: 0.384 with the "
+              "clip search of the previous default, 0.479 with the fixed ratios).", "",
               "| cache | attention logits | attention outputs |", "|---|---:|---:|"]
     for method, rows in by_method.items():
         logits = sum(r["logits"] for r in rows) / len(rows)
@@ -266,7 +266,7 @@ def main():
              "DEVICE=cuda scripts/results/accuracy_campaign.sh docs/results/raw-cuda build-gpu/src/cli/oscar",
              "scripts/results/make_report.py docs/results/raw docs/results docs/results/raw-cuda", "```", "",
              "The campaign script holds every command. In short: `oscar calibrate --data models/testbed/calib.xz "
-             "--out rotations.safetensors` (30000 tokens, per-head rotations), then "
+             "--out rotations.safetensors` (30000 tokens in sequences of 4096, per-head rotations), then "
              "`oscar eval ppl --windows 8 --kv-cache-dtype int2 --kv-method M --kv-group-size G "
              "--kv-scale-format q8 --kv-clip-k 0.84 --kv-clip-v 0.92 [--kv-rotations FILE]` per method, and "
              "`oscar eval niah --prompts-per-cell 3` (4 context lengths x 5 depths x 2 formats x 3 = 120 prompts).",
