@@ -35,6 +35,12 @@ def load_cuda(name):
     return load(name, CUDA_RAW)
 
 
+def source_note(folder):
+    """What built the results in `folder` (its SOURCE.txt), or None."""
+    path = folder / "SOURCE.txt"
+    return path.read_text().strip() if path.exists() else None
+
+
 def paired(result, reference):
     """(delta %, standard error %) of the perplexity against the reference, paired by window."""
     ratios = [math.log(a / b) for a, b in zip(result["window_ppl"], reference["window_ppl"])]
@@ -275,9 +281,8 @@ def main():
              "not their parameter storage; a last table gives every method the per-group clip search instead.", "",
              ""]
     for raw in (RAW, CUDA_RAW):
-        source = raw / "SOURCE.txt"
-        if source.exists():
-            lines += [f"`{raw.name}/`: {source.read_text().strip()}", ""]
+        if source_note(raw):
+            lines += [f"`{raw.name}/`: {source_note(raw)}", ""]
     target_summary(lines)
     lines += ["## Perplexity on valid.xz", "", "![perplexity increase](perplexity.svg)", ""]
     perplexity_figure(bf16)
@@ -302,9 +307,8 @@ def main():
               "per cache on 3 threads); the backends were compared on 40 prompts per cache instead (one per "
               "format and cell: `NIAH_PROMPTS=1`, results in `niah-agreement/`):", ""]
     niah_agreement_table(lines)
-    agreement_source = OUT / "niah-agreement" / "SOURCE.txt"
-    if agreement_source.exists():
-        lines += [agreement_source.read_text().strip(), ""]
+    if source_note(OUT / "niah-agreement"):
+        lines += [source_note(OUT / "niah-agreement"), ""]
     lines += ["## Attention error per layer", ""]
     attention_error_table(lines)
     calibration = RAW / "rotations.txt"
