@@ -10,6 +10,8 @@
 #                PARALLEL  jobs run at once (1); THREADS: CPU threads per job (0: all cores)
 #                ONLY      an extended regular expression: run only the jobs whose names match
 #                NIAH_PROMPTS  needle prompts per format and cell (3: 120 prompts per cache)
+#                NIAH_SEEDS    more prompt seeds for NIAH (e.g. "$(seq 2 20)"; none by default): every
+#                              cache's 120 prompts again per seed, in OUT_DIR/niah-seeds/
 #                LIST=1    print the jobs instead of running them
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,16 +20,19 @@ export WINDOWS=${WINDOWS:-8} DEVICE=${DEVICE:-cpu} THREADS=${THREADS:-0} NIAH_PR
 out=$CAMPAIGN_OUT oscar=$CAMPAIGN_OSCAR
 log() { echo "[$(date +%T)] $*" >&2; }
 
-# One job: NAME KIND ARGS... (KIND: ppl, niah or attn-error); its result is $out/KIND-NAME.json.
+# One job: NAME KIND ARGS... (KIND: ppl, niah, niah-seed or attn-error); its result is
+# $out/KIND-NAME.json, or $out/niah-seeds/NAME.json for niah-seed (no heat map).
 if [[ ${1:-} == --job ]]; then
   name=$2 kind=$3; shift 3
   result=$out/$kind-$name.json
+  [[ $kind == niah-seed ]] && mkdir -p "$out/niah-seeds" && result=$out/niah-seeds/$name.json
   [[ -s $result ]] && exit 0
   log "$kind $name"
   common=(--device "$DEVICE" --threads "$THREADS" --output "$result.partial")
   case $kind in
     ppl) "$oscar" eval ppl --windows "$WINDOWS" "${common[@]}" "$@" > /dev/null ;;
     niah) "$oscar" eval niah --prompts-per-cell "$NIAH_PROMPTS" --figure "$out/$kind-$name.svg" "${common[@]}" "$@" > /dev/null ;;
+    niah-seed) "$oscar" eval niah --prompts-per-cell "$NIAH_PROMPTS" "${common[@]}" "$@" > /dev/null ;;
     attn-error) "$oscar" eval attn-error --figure "$out/$kind-$name.svg" "${common[@]}" "$@" > /dev/null ;;
   esac
   mv "$result.partial" "$result"  # only complete results count
@@ -81,6 +86,14 @@ jobs() {
     echo "unseen-$method-g128-clipsearch ppl --text $unseen $(method_flags $method 128) --kv-clip-search"
   done
   echo "all attn-error --kv-rotations $rotations"
+  # The needle prompts again with other seeds (the niah jobs above use seed 1): the run-to-run
+  # spread of a 120-prompt result, and the gap to bf16 measured on more prompts.
+  for seed in ${NIAH_SEEDS:-}; do
+    echo "bf16-seed$seed niah-seed --seed $seed"
+    for method in oscar quarot kivi naive; do
+      echo "$method-g128-seed$seed niah-seed --seed $seed $(method_flags $method 128)"
+    done
+  done
 }
 
 if [[ ${LIST:-0} == 1 ]]; then jobs | grep -E "^(${ONLY:-.*}) "; exit 0; fi
