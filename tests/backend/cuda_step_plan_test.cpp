@@ -135,21 +135,33 @@ TEST(CudaStepPlan, ShortSplitsAreNotCutFiner) {
   EXPECT_LE(pieces, quantized_positions / split + 2);
 }
 
-// About one wave of splits for a quantized cache whose rows get four splits or more and for a bf16
-// cache whose wave is shorter than 4096 and cuts the longest row into two splits or more, two waves
-// otherwise, in multiples of 256 from 256 to 4096.
+// About one wave of splits for a quantized cache whose rows get four splits or more, two waves
+// otherwise, in multiples of 256 from 256 to 4096; for a bf16 cache, the shortest multiple of 64
+// whose pieces fit one wave (then two) and cut the longest row into two splits or more.
 TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
   const StepPlanShape shape{.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 396};
-  EXPECT_EQ(decode_split_tokens(32769, 32769, true, shape), 768);   // 262152 / 396 = 662
-  EXPECT_EQ(decode_split_tokens(32769, 32769, false, shape), 768);  // one wave for bf16 too
-  EXPECT_EQ(decode_split_tokens(16 * 8193, 8193, false, shape), 2816);  // 1048704 / 396 = 2648
-  EXPECT_EQ(decode_split_tokens(32 * 4097, 4097, false, shape), 1536);  // one wave: 2816 + 1281
-  EXPECT_EQ(decode_split_tokens(8 * 32769, 32769, true, shape), 4096);
-  EXPECT_EQ(decode_split_tokens(8 * 32769, 32769, false, shape), 2816);  // one wave would be 4096
+  auto rows = [](int64_t count, int64_t positions) { return std::vector<int64_t>(size_t(count), positions); };
+  EXPECT_EQ(decode_split_tokens(rows(1, 32769), true, shape), 768);  // 262152 / 396 = 662
+  // bf16, one wave: 47 pieces of 704 (8 heads: 376 of 396 blocks), eleven tiles per warp where 768
+  // gives twelve.
+  EXPECT_EQ(decode_split_tokens(rows(1, 32769), false, shape), 704);
+  EXPECT_EQ(decode_split_tokens(rows(1, 131073), false, shape), 2688);  // 49 pieces: 392 blocks
+  // 8K x 16: 2688 cuts each row in four (512 pieces), 2752 in three (384).
+  EXPECT_EQ(decode_split_tokens(rows(16, 8193), false, shape), 2752);
+  EXPECT_EQ(decode_split_tokens(rows(16, 4097), false, shape), 1408);  // 1408 + 1408 + 1281
+  // 4K x 32: no one-wave split cuts a row in two (512 pieces); two waves of three pieces a row.
+  EXPECT_EQ(decode_split_tokens(rows(32, 4097), false, shape), 1408);
+  EXPECT_EQ(decode_split_tokens(rows(8, 32769), true, shape), 4096);
+  EXPECT_EQ(decode_split_tokens(rows(8, 32769), false, shape), 2752);  // one wave would be 4096
   // 8K x 32: one wave would be 4096, two splits per row: two waves instead.
-  EXPECT_EQ(decode_split_tokens(32 * 8193, 8193, true, shape), 2816);
-  EXPECT_EQ(decode_split_tokens(100, 100, true, shape), 256);
-  EXPECT_EQ(decode_split_tokens(64 * 131073, 131073, false, shape), 4096);
+  EXPECT_EQ(decode_split_tokens(rows(32, 8193), true, shape), 2816);
+  EXPECT_EQ(decode_split_tokens(rows(1, 100), true, shape), 256);
+  EXPECT_EQ(decode_split_tokens(rows(1, 100), false, shape), 256);
+  EXPECT_EQ(decode_split_tokens(rows(64, 131073), false, shape), 4096);
+  // Rows of different lengths count their own pieces: 1000 and 32769 positions at 704 make 2 + 47
+  // pieces, 392 blocks.
+  const std::vector<int64_t> mixed = {1000, 32769};
+  EXPECT_EQ(decode_split_tokens(mixed, false, shape), 704);
 }
 
 // Migrations may run before the first layer only when no token they read is written by the step.

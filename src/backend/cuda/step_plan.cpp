@@ -72,19 +72,40 @@ int64_t StepPlan::max_splits() const {
   return most;
 }
 
-int64_t decode_split_tokens(int64_t total_key_positions, int64_t longest_row, bool quantized_cache,
-                            const StepPlanShape& shape) {
+int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized_cache, const StepPlanShape& shape) {
+  int64_t total_key_positions = 0, longest_row = 0;
+  for (const int64_t row : decode_rows) {
+    total_key_positions += row;
+    longest_row = std::max(longest_row, row);
+  }
   const int64_t work = total_key_positions * shape.num_kv_heads;
+  const int64_t slots = std::max<int64_t>(1, shape.resident_blocks);
   auto split_for_waves = [&](int64_t waves) {
-    const int64_t target = std::max<int64_t>(1, waves * shape.resident_blocks);
+    const int64_t target = waves * slots;
     const int64_t split = (work / target + kDecodeSplitAlignment - 1) / kDecodeSplitAlignment *
                           kDecodeSplitAlignment;
     return std::clamp<int64_t>(split, kDecodeSplitAlignment, kLongestDecodeSplit);
   };
-  const int64_t one_wave = split_for_waves(1);
-  const bool one_wave_fits = quantized_cache ? 4 * one_wave <= longest_row
-                                             : one_wave < kLongestDecodeSplit && 2 * one_wave <= longest_row;
-  if (one_wave_fits) return one_wave;
+  if (quantized_cache) {
+    const int64_t one_wave = split_for_waves(1);
+    return 4 * one_wave <= longest_row ? one_wave : split_for_waves(2);
+  }
+  // Full precision: the shortest split in multiples of kFullDecodeSplitAlignment whose pieces,
+  // counted row by row, fill at most one wave (else two), so that the wave's longest piece is as
+  // short as the rows allow.
+  auto pieces = [&](int64_t split) {
+    int64_t count = 0;
+    for (const int64_t row : decode_rows) count += (row + split - 1) / split;
+    return count * shape.num_kv_heads;
+  };
+  for (const int64_t waves : {1, 2}) {
+    const int64_t budget = waves * slots;
+    const int64_t even = (work + budget - 1) / budget;
+    int64_t split = std::max(kDecodeSplitAlignment, (even + kFullDecodeSplitAlignment - 1) / kFullDecodeSplitAlignment *
+                                                        kFullDecodeSplitAlignment);
+    while (split < kLongestDecodeSplit && pieces(split) > budget) split += kFullDecodeSplitAlignment;
+    if (split < kLongestDecodeSplit && 2 * split <= longest_row) return split;
+  }
   return split_for_waves(2);
 }
 
@@ -94,20 +115,21 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
   const int64_t heads = shape.num_kv_heads;
   const int64_t block_tokens = std::max<int64_t>(1, kBlockQueryRows / shape.group);
   plan.decode_only = !steps.empty();
-  int64_t decode_positions = 0, longest_decode_row = 0;
+  int64_t decode_positions = 0;
+  std::vector<int64_t> decode_rows;
   for (const SequenceStep& step : steps) {
     require(step.kv != nullptr && !step.tokens.empty(), "forward: a step needs tokens and pages");
     if (step.tokens.size() != 1) plan.decode_only = false;
     if (step.tokens.size() == 1) {
       decode_positions += step.kv->num_tokens() + 1;
-      longest_decode_row = std::max(longest_decode_row, step.kv->num_tokens() + 1);
+      decode_rows.push_back(step.kv->num_tokens() + 1);
     }
   }
   plan.decode_split_tokens =
-      shape.split_tokens > 0 ? shape.split_tokens
-                              : decode_split_tokens(decode_positions, longest_decode_row, kv.quantized(), shape);
-  require(plan.decode_split_tokens % kDecodeSplitAlignment == 0,
-          "CUDA step plan: the decode split {} is not a multiple of {}", plan.decode_split_tokens, kDecodeSplitAlignment);
+      shape.split_tokens > 0 ? shape.split_tokens : decode_split_tokens(decode_rows, kv.quantized(), shape);
+  const int64_t alignment = kv.quantized() ? kDecodeSplitAlignment : kFullDecodeSplitAlignment;
+  require(plan.decode_split_tokens % alignment == 0, "CUDA step plan: the decode split {} is not a multiple of {}",
+          plan.decode_split_tokens, alignment);
   const int64_t split = plan.decode_split_tokens;
   const int64_t split_units = split * std::max<int64_t>(1, shape.resident_blocks);
   const int64_t waves = (decode_positions * heads + split_units - 1) / split_units;

@@ -16,6 +16,9 @@ namespace oscar::cuda {
 inline constexpr int64_t kBlockQueryRows = 64;
 // Alignment of the decode kernel's splits: its four warps take 64-token super-tiles in turn.
 inline constexpr int64_t kDecodeSplitAlignment = 256;
+// ... and of a full-precision cache's: its four warps take 16-token tiles in turn, so a split of
+// 64k positions gives each warp k tiles.
+inline constexpr int64_t kFullDecodeSplitAlignment = 64;
 inline constexpr int64_t kLongestDecodeSplit = 4096;
 
 struct StepPlanShape {
@@ -50,19 +53,23 @@ struct StepPlan {
 StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
                         const StepPlanShape& shape);
 
-// Key positions per split, a multiple of kDecodeSplitAlignment between 256 and 4096: about one wave
-// of `resident_blocks` splits for a quantized cache whose longest row still gets four splits (each
-// row's share of the last wave is then cut into quarter splits, which the blocks take last, see
-// make_step_plan) and for a bf16 cache whose wave of splits is shorter than 4096 and whose longest
-// row gets two whole splits (bf16 rows keep even splits); else about two waves. Measured on the
-// H100 (oscar bench decode-attention --split-tokens, docs/bench): INT2 32K x 1 took 25.1 us at 768
-// vs 30.0 at 512, 32K x 8 82.1 us at 4096 vs 91.7 at 2816; but 8K x 32 117 us at 4096 vs 98 at
-// 2816, and bf16 splits one wave long were 12% slower at 32K x 8 (447 us vs 400, the wave clamped
-// to 4096). bf16 below the clamp, at `2e505d2`: 32K x 1 57.1 us at one wave (768) vs 62.0 at two,
-// 4K x 16 101.5 vs 106.4, 8K x 16 188.9 vs 197.2, 16K x 8 188.5 vs 194.8, 128K x 1 189.2 vs 199.4;
-// but 4K x 32, whose rows one wave cuts into 2816 + 1281, 204.1 vs 195.7 at 1536. Smaller splits
-// pay each split's pipeline fill and merge more often, larger ones leave blocks idle at the end.
-int64_t decode_split_tokens(int64_t total_key_positions, int64_t longest_row, bool quantized_cache,
-                            const StepPlanShape& shape);
+// Key positions per split of decode rows of `decode_rows` key positions each, between 256 and 4096.
+// A quantized cache: a multiple of kDecodeSplitAlignment, about one wave of `resident_blocks` splits
+// when its longest row still gets four splits (each row's share of the last wave is then cut into
+// quarter splits, which the blocks take last, see make_step_plan), else about two waves. A bf16
+// cache: the shortest multiple of kFullDecodeSplitAlignment whose pieces, counted row by row, fit
+// one wave and cut the longest row into two splits or more, else the same in two waves, else about
+// two waves of 4096 at most. Measured on the H100 (oscar bench decode-attention --split-tokens,
+// docs/bench): INT2 32K x 1 took 25.1 us at 768 vs 30.0 at 512, 32K x 8 82.1 us at 4096 vs 91.7
+// at 2816; but 8K x 32 117 us at 4096 vs 98 at 2816, and bf16 splits one wave long were 12% slower
+// at 32K x 8 (447 us vs 400, the wave clamped to 4096). bf16 below the clamp, at `2e505d2`: 32K x 1
+// 57.1 us at one wave (768) vs 62.0 at two, 4K x 16 101.5 vs 106.4, 8K x 16 188.9 vs 197.2, 16K x 8
+// 188.5 vs 194.8, 128K x 1 189.2 vs 199.4; but 4K x 32, whose rows one wave cuts into 2816 + 1281,
+// 204.1 vs 195.7 at 1536. Smaller splits pay each split's pipeline fill and merge more often, larger
+// ones leave blocks idle at the end. Multiples of 256 rounded a bf16 wave's longest piece up by as
+// much as three tiles per warp (32K x 1: 768, twelve tiles, where 704 gives eleven in one wave);
+// multiples of 64 were 0.5-1% faster where they differ (4K x 32 195.3 -> 193.2 us, 128K x 1
+// 189.6 -> 187.6), not the 8% the tiles suggest: the wave shares the memory bandwidth.
+int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized_cache, const StepPlanShape& shape);
 
 }  // namespace oscar::cuda
