@@ -425,8 +425,9 @@ def main():
                   "Key centering and calibration variants (not adopted); keys and values rounded with error "
                   "feedback (adopted); the clip ratios against the per-group clip search, what the gap on "
                   "the unseen text is made of (recent window, group size, 4 bits, the keys of every layer), and "
-                  "calibration with more tokens or longer sequences, balanced key scales, per-block key centring, "
-                  "f16 group parameters and the recent window at today's defaults (not adopted): [experiments.md](experiments.md).", ""]
+                  "calibration with more tokens, longer sequences or C++ in its text, balanced key scales, "
+                  "per-block key centring, f16 group parameters and the recent window at today's defaults (not "
+                  "adopted): [experiments.md](experiments.md).", ""]
     (OUT / "README.md").write_text("\n".join(lines))
 
 
