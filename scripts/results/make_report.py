@@ -152,22 +152,25 @@ def niah_seed_counts():
     return counts
 
 
+def mean_sd(values):
+    """Mean and sample standard deviation."""
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
 def gap_to_bf16(counts, name):
     """(mean, 95% half-width) of the paired per-seed difference name - bf16, in prompts per run."""
     seeds = sorted(set(counts[name]) & set(counts["bf16"]))
     diffs = [counts[name][s] - counts["bf16"][s] for s in seeds]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
-    return mean, T95.get(n - 1, 1.96) * sd / math.sqrt(n), diffs
+    mean, sd = mean_sd(diffs)
+    return mean, T95.get(len(diffs) - 1, 1.96) * sd / math.sqrt(len(diffs)), diffs
 
 
 # Student's t, two-sided 95%, by degrees of freedom (the seed sweep has 19).
 T95 = {9: 2.262, 14: 2.145, 19: 2.093, 24: 2.064, 29: 2.045}
 
 
-def niah_seeds_section(lines):
-    counts = niah_seed_counts()
+def niah_seeds_section(lines, counts):
     if "bf16" not in counts or len(counts["bf16"]) < 3:
         return
     seeds = sorted(counts["bf16"])
@@ -183,8 +186,7 @@ def niah_seeds_section(lines):
               "|---|---:|---:|---:|---:|---:|"]
     for name, by_seed in counts.items():
         values = [by_seed[s] for s in seeds if s in by_seed]
-        mean = sum(values) / len(values)
-        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+        mean, sd = mean_sd(values)
         row = f"| {name} | {sum(values)} | {mean:.2f} ({sd:.2f}) | {min(values)}-{max(values)} |"
         if name == "bf16":
             lines.append(row + " | |")
@@ -193,8 +195,8 @@ def niah_seeds_section(lines):
         lines.append(row + f" {gap:+.2f} ({gap - half:+.2f} to {gap + half:+.2f}) | "
                      f"{sum(d < 0 for d in diffs)} / {sum(d == 0 for d in diffs)} / {sum(d > 0 for d in diffs)} |")
     lines.append("")
-    if source_note(CUDA_RAW / "niah-seeds"):
-        lines += [source_note(CUDA_RAW / "niah-seeds"), ""]
+    if note := source_note(CUDA_RAW / "niah-seeds"):
+        lines += [note, ""]
     niah_seeds_figure(counts, seeds, prompts)
 
 
@@ -228,7 +230,7 @@ def niah_seeds_figure(counts, seeds, prompts):
     (CUDA_RAW / "niah-seeds.svg").write_text("\n".join(svg) + "\n")
 
 
-def target_summary(lines):
+def target_summary(lines, seed_counts):
     """The judged OSCAR configuration (g128, our defaults) against the issue's targets, from the
     CUDA campaign, which holds every job (the CPU campaign agrees within 0.06% where both ran)."""
     def delta(name, reference):
@@ -249,7 +251,6 @@ def target_summary(lines):
     if unseen["oscar"] is not None:
         lines.append(f"| perplexity within 1.0% of bf16 on unseen text | {unseen['oscar']:+.2f}% | "
                      f"{verdict(unseen['oscar'] <= 1.0)} |")
-    seed_counts = niah_seed_counts()
     if "oscar-g128" in seed_counts and len(seed_counts["bf16"]) >= 3:
         gap, half, _ = gap_to_bf16(seed_counts, "oscar-g128")
         total = niah["bf16"]["total"]
@@ -386,9 +387,10 @@ def main():
              "not their parameter storage; a last table gives every method the per-group clip search instead.", "",
              ""]
     for raw in (RAW, CUDA_RAW):
-        if source_note(raw):
-            lines += [f"`{raw.name}/`: {source_note(raw)}", ""]
-    target_summary(lines)
+        if note := source_note(raw):
+            lines += [f"`{raw.name}/`: {note}", ""]
+    seed_counts = niah_seed_counts()
+    target_summary(lines, seed_counts)
     lines += ["## Perplexity on valid.xz", "", "![perplexity increase](perplexity.svg)", ""]
     perplexity_figure(bf16)
     perplexity_tables(lines, bf16)
@@ -408,13 +410,13 @@ def main():
               "Prompts in the testbed's two formats (models/testbed/README.md) at 1024-4000 tokens and depths "
               "0-100%, prefilled in bf16, then answered greedily against the quantized cache.", ""]
     niah_table(lines)
-    niah_seeds_section(lines)
+    niah_seeds_section(lines, seed_counts)
     lines += ["The full 120-prompt run is too slow for the CPU backend in this campaign's time (over 6 minutes "
               "per cache on 3 threads); the backends were compared on 40 prompts per cache instead (one per "
               "format and cell: `NIAH_PROMPTS=1`, results in `niah-agreement/`):", ""]
     niah_agreement_table(lines)
-    if source_note(OUT / "niah-agreement"):
-        lines += [source_note(OUT / "niah-agreement"), ""]
+    if note := source_note(OUT / "niah-agreement"):
+        lines += [note, ""]
     lines += ["## Attention error per layer", ""]
     attention_error_table(lines)
     calibration = RAW / "rotations.txt"

@@ -1,6 +1,7 @@
 #include "backend/cuda/step_plan.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "util/error.h"
 
@@ -54,6 +55,8 @@ void for_each_split(int64_t begin, int64_t end, int64_t split, int64_t waves, Vi
   }
 }
 
+int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+
 int32_t narrow(int64_t value) {
   require(value >= 0 && value <= INT32_MAX, "CUDA step plan: value {} does not fit 32 bits", value);
   return int32_t(value);
@@ -82,9 +85,8 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
   const int64_t slots = std::max<int64_t>(1, shape.resident_blocks);
   auto split_for_waves = [&](int64_t waves) {
     const int64_t target = waves * slots;
-    const int64_t split = (work / target + kDecodeSplitAlignment - 1) / kDecodeSplitAlignment *
-                          kDecodeSplitAlignment;
-    return std::clamp<int64_t>(split, kDecodeSplitAlignment, kLongestDecodeSplit);
+    return std::clamp<int64_t>(round_up(work / target, kDecodeSplitAlignment), kDecodeSplitAlignment,
+                               kLongestDecodeSplit);
   };
   if (quantized_cache) {
     const int64_t one_wave = split_for_waves(1);
@@ -101,8 +103,7 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
   for (const int64_t waves : {1, 2}) {
     const int64_t budget = waves * slots;
     const int64_t even = (work + budget - 1) / budget;
-    int64_t split = std::max(kDecodeSplitAlignment, (even + kFullDecodeSplitAlignment - 1) / kFullDecodeSplitAlignment *
-                                                        kFullDecodeSplitAlignment);
+    int64_t split = std::max(kDecodeSplitAlignment, round_up(even, kFullDecodeSplitAlignment));
     while (split < kLongestDecodeSplit && pieces(split) > budget) split += kFullDecodeSplitAlignment;
     if (split < kLongestDecodeSplit && 2 * split <= longest_row) return split;
   }
@@ -115,16 +116,13 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
   const int64_t heads = shape.num_kv_heads;
   const int64_t block_tokens = std::max<int64_t>(1, kBlockQueryRows / shape.group);
   plan.decode_only = !steps.empty();
-  int64_t decode_positions = 0;
-  std::vector<int64_t> decode_rows;
+  std::vector<int64_t> decode_rows;  // key positions of each single-token row
   for (const SequenceStep& step : steps) {
     require(step.kv != nullptr && !step.tokens.empty(), "forward: a step needs tokens and pages");
     if (step.tokens.size() != 1) plan.decode_only = false;
-    if (step.tokens.size() == 1) {
-      decode_positions += step.kv->num_tokens() + 1;
-      decode_rows.push_back(step.kv->num_tokens() + 1);
-    }
+    if (step.tokens.size() == 1) decode_rows.push_back(step.kv->num_tokens() + 1);
   }
+  const int64_t decode_positions = std::accumulate(decode_rows.begin(), decode_rows.end(), int64_t(0));
   plan.decode_split_tokens =
       shape.split_tokens > 0 ? shape.split_tokens : decode_split_tokens(decode_rows, kv.quantized(), shape);
   const int64_t alignment = kv.quantized() ? kDecodeSplitAlignment : kFullDecodeSplitAlignment;
