@@ -11,7 +11,7 @@ std::vector<float> run_sequence(Backend& backend, std::span<const int32_t> token
   require(options.chunk_tokens > 0, "run_sequence: chunk_tokens must be positive");
   const KvCacheConfig& kv = backend.kv_config();
   const KvPageCounts capacity = backend.kv_capacity();
-  KvPagePools pools{PagePool(int32_t(capacity.full)), PagePool(int32_t(capacity.quantized))};
+  KvPagePools pools(capacity);
   SequencePages pages(options.full_precision_until);
   std::vector<float> kept;
   StepLogits logits;

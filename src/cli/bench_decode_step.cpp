@@ -72,7 +72,7 @@ std::vector<SequencePages> attach_sequences(const KvCacheConfig& kv, KvPagePools
 StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int steps, double copy_gbps) {
   const KvCacheConfig& kv = backend.kv_config();
   const KvPageCounts capacity = backend.kv_capacity();
-  KvPagePools pools{PagePool(int32_t(capacity.full)), PagePool(int32_t(capacity.quantized))};
+  KvPagePools pools(capacity);
   std::vector<SequencePages> sequences = attach_sequences(kv, pools, context, batch);
   std::vector<int32_t> tokens(size_t(batch), 7);
   StepLogits logits;

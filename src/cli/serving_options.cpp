@@ -60,9 +60,11 @@ std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpSer
                                                      std::move(served), http);
   local->model_name = name;
   local->description =
-      fmt::format("{}, KV {}, pool {} bf16 + {} quantized pages, {} max sequences, context {}",
+      fmt::format("{}, KV {}, pool {} bf16 + {} quantized{} pages, {} max sequences, context {}",
                   session.device == DeviceKind::cuda ? "cuda" : "cpu", describe(session.kv),
-                  capacity.full, capacity.quantized, o.max_num_seqs, max_model_len);
+                  capacity.full, capacity.quantized,
+                  session.kv.has_band() ? fmt::format(" + {} band", capacity.band) : "", o.max_num_seqs,
+                  max_model_len);
   return local;
 }
 

@@ -21,8 +21,7 @@ Engine::Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, Eng
       options_(options),
       max_model_len_(options.max_model_len > 0 ? options.max_model_len
                                                : backend_->model_config().max_position_embeddings),
-      pools_{PagePool(backend_->kv_capacity().full),
-             PagePool(backend_->kv_capacity().quantized)} {
+      pools_(backend_->kv_capacity()) {
   SchedulerHooks hooks;
   if (options_.prefix_caching) {
     prefix_cache_ = std::make_unique<PrefixCache>(backend_->kv_config(), pools_);
@@ -63,12 +62,13 @@ RequestId Engine::submit(GenerationRequest request) {
   const KvPageCounts peak = footprint_for_tokens(kv, total);
   const int64_t chunk_pages =
       (options_.scheduler.prefill_chunk_tokens + kv.page_size_tokens - 1) / kv.page_size_tokens + 1;
+  const int64_t band_pages = kv.has_band() ? peak.band + chunk_pages : 0;
   require(peak.full + chunk_pages <= pools_.full.capacity() &&
-              peak.quantized <= pools_.quantized.capacity(),
-          "request of {} tokens needs {} full-precision and {} quantized KV pages; the pool holds "
-          "{} and {} (raise the KV pool size)",
-          total, peak.full + chunk_pages, peak.quantized, pools_.full.capacity(),
-          pools_.quantized.capacity());
+              peak.quantized <= pools_.quantized.capacity() && band_pages <= pools_.band.capacity(),
+          "request of {} tokens needs {} full-precision, {} quantized and {} band KV pages; the pool holds "
+          "{}, {} and {} (raise the KV pool size)",
+          total, peak.full + chunk_pages, peak.quantized, band_pages, pools_.full.capacity(),
+          pools_.quantized.capacity(), pools_.band.capacity());
   const RequestId id = next_id_++;
   auto sequence = std::make_unique<Sequence>(id, std::move(request), tokenizer_);
   scheduler_->add(sequence.get());

@@ -28,10 +28,15 @@ PrefixCache::PrefixCache(const KvCacheConfig& kv, KvPagePools& pools)
 PrefixCache::~PrefixCache() {
   std::function<void(Node&)> release_all = [&](Node& node) {
     for (auto& [key, child] : node.children) release_all(*child);
-    if (node.pages.full >= 0) pools_.full.release(node.pages.full);
-    if (node.pages.quantized >= 0) pools_.quantized.release(node.pages.quantized);
+    release_pages(node.pages);
   };
   release_all(*root_);
+}
+
+void PrefixCache::release_pages(const LogicalPage& pages) {
+  if (pages.full >= 0) pools_.full.release(pages.full);
+  if (pages.quantized >= 0) pools_.quantized.release(pages.quantized);
+  if (pages.band >= 0) pools_.band.release(pages.band);
 }
 
 void PrefixCache::touch(Node* node) {
@@ -44,6 +49,7 @@ void PrefixCache::touch(Node* node) {
 bool PrefixCache::usable(const std::vector<Node*>& path, int64_t pages, int64_t sequence_tokens) const {
   const int64_t p = kv_.page_size_tokens;
   const int64_t qend = quantized_end(kv_, sequence_tokens);
+  const int64_t band = band_begin(kv_, sequence_tokens);
   if (qend > kv_.sink_tokens && qend % p != 0) return false;
   for (int64_t i = 0; i < pages; ++i) {
     const LogicalPage& cached = path[size_t(i)]->pages;
@@ -51,6 +57,7 @@ bool PrefixCache::usable(const std::vector<Node*>& path, int64_t pages, int64_t 
                       overlaps(i, p, qend, sequence_tokens);
     if (full && cached.full < 0) return false;
     if (overlaps(i, p, kv_.sink_tokens, qend) && cached.quantized < 0) return false;
+    if (overlaps(i, p, band, qend) && cached.band < 0) return false;
   }
   return true;
 }
@@ -72,6 +79,7 @@ int64_t PrefixCache::attach(std::span<const int32_t> tokens, int64_t max_tokens,
   if (count == 0) return 0;
   const int64_t attached = count * p;
   const int64_t qend = quantized_end(kv_, attached);
+  const int64_t band = band_begin(kv_, attached);
   std::vector<LogicalPage> logical(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) {
     const LogicalPage& cached = path[size_t(i)]->pages;
@@ -83,6 +91,10 @@ int64_t PrefixCache::attach(std::span<const int32_t> tokens, int64_t max_tokens,
     if (overlaps(i, p, kv_.sink_tokens, qend)) {
       pools_.quantized.retain(cached.quantized);
       logical[size_t(i)].quantized = cached.quantized;
+    }
+    if (overlaps(i, p, band, qend)) {
+      pools_.band.retain(cached.band);
+      logical[size_t(i)].band = cached.band;
     }
     ++path[size_t(i)]->pins;
   }
@@ -105,10 +117,7 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const SequencePages& p
   for (size_t i = 0; i < cursor.path.size(); ++i) {
     Node* node = cursor.path[i];
     const int64_t end = int64_t(i + 1) * p;
-    if (node->pages.quantized < 0 && logical[i].quantized >= 0 && qend >= end && end > kv_.sink_tokens) {
-      pools_.quantized.retain(logical[i].quantized);
-      node->pages.quantized = logical[i].quantized;
-    }
+    if (qend >= end && end > kv_.sink_tokens) record_quantized(*node, logical[i]);
   }
   // New complete pages extend the path.
   Node* node = cursor.path.empty() ? root_.get() : cursor.path.back();
@@ -126,14 +135,24 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const SequencePages& p
       pools_.full.retain(page.full);
       node->pages.full = page.full;
     }
-    if (node->pages.quantized < 0 && page.quantized >= 0 && qend >= (i + 1) * p) {
-      pools_.quantized.retain(page.quantized);
-      node->pages.quantized = page.quantized;
-    }
+    if (qend >= (i + 1) * p) record_quantized(*node, page);
     ++node->pins;
     cursor.path.push_back(node);
   }
   if (!cursor.path.empty()) touch(cursor.path.back());
+}
+
+// A page whose tokens have all been quantized: its 2-bit page and, while it has one, its band copy
+// are complete and can be shared.
+void PrefixCache::record_quantized(Node& node, const LogicalPage& page) {
+  if (node.pages.quantized < 0 && page.quantized >= 0) {
+    pools_.quantized.retain(page.quantized);
+    node.pages.quantized = page.quantized;
+  }
+  if (node.pages.band < 0 && page.band >= 0) {
+    pools_.band.retain(page.band);
+    node.pages.band = page.band;
+  }
 }
 
 void PrefixCache::release(Cursor& cursor) {
@@ -143,7 +162,7 @@ void PrefixCache::release(Cursor& cursor) {
 
 bool PrefixCache::evict(KvPageCounts needed) {
   auto enough = [&] {
-    return pools_.full.free_pages() >= needed.full && pools_.quantized.free_pages() >= needed.quantized;
+    return pools_.can_allocate(needed);
   };
   while (!enough()) {
     // The least recently used leaf that no sequence pins.
@@ -159,22 +178,22 @@ bool PrefixCache::evict(KvPageCounts needed) {
     };
     find(*root_);
     if (victim == nullptr) return false;
-    if (victim->pages.full >= 0) pools_.full.release(victim->pages.full);
-    if (victim->pages.quantized >= 0) pools_.quantized.release(victim->pages.quantized);
+    release_pages(victim->pages);
     victim->parent->children.erase(victim->key);
   }
   return true;
 }
 
 void PrefixCache::evict_unpinned() {
-  evict({pools_.full.capacity() + int64_t(1), pools_.quantized.capacity() + int64_t(1)});
+  evict({pools_.full.capacity() + int64_t(1), pools_.quantized.capacity() + int64_t(1),
+         pools_.band.capacity() + int64_t(1)});
 }
 
 int64_t PrefixCache::cached_pages() const {
   int64_t count = 0;
   std::function<void(const Node&)> visit = [&](const Node& node) {
     for (const auto& [key, child] : node.children) {
-      count += (child->pages.full >= 0) + (child->pages.quantized >= 0);
+      count += (child->pages.full >= 0) + (child->pages.quantized >= 0) + (child->pages.band >= 0);
       visit(*child);
     }
   };

@@ -47,6 +47,8 @@ class PrefixCache {
  private:
   bool usable(const std::vector<Node*>& path, int64_t pages, int64_t sequence_tokens) const;
   void touch(Node* node);
+  void release_pages(const LogicalPage& pages);
+  void record_quantized(Node& node, const LogicalPage& page);
 
   const KvCacheConfig& kv_;
   KvPagePools& pools_;

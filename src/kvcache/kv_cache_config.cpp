@@ -63,6 +63,11 @@ void validate(const KvCacheConfig& c, int64_t head_dim) {
           "--kv-page-size: {} is outside 1..4096", c.page_size_tokens);
   require(c.sink_tokens >= 0, "--kv-sink-tokens: must be >= 0, got {}", c.sink_tokens);
   require(c.recent_tokens >= 0, "--kv-recent-tokens: must be >= 0, got {}", c.recent_tokens);
+  require(c.band_tokens >= 0, "--kv-band-tokens: must be >= 0, got {}", c.band_tokens);
+  require(c.band_tokens == 0 || (c.dtype == KvDtype::int2 && c.method != KvMethod::kivi),
+          "--kv-band-tokens keeps 4-bit copies behind the recent window of a per-token INT2 cache "
+          "(--kv-cache-dtype int2, --kv-method naive, quarot or oscar); got {} {}",
+          to_string(c.dtype), to_string(c.method));
   if (!c.quantized()) return;
   require(c.group_size == 32 || c.group_size == 64 || c.group_size == 128,
           "--kv-group-size: {} is not supported (choose 32, 64 or 128)", c.group_size);
@@ -85,9 +90,21 @@ std::string describe(const KvCacheConfig& c) {
       c.clip_search ? "clip search" : fmt::format("clip {:.2f}/{:.2f}", c.clip_ratio_k, c.clip_ratio_v);
   const char* feedback = c.key_error_feedback ? (c.value_error_feedback ? " key+value feedback" : " key feedback")
                                               : (c.value_error_feedback ? " value feedback" : "");
-  return fmt::format("{} {} g{} {} {}{} sink {} recent {} page {}", to_string(c.dtype), to_string(c.method),
+  const std::string band = c.has_band() ? fmt::format(" band {} int4", c.band_tokens) : "";
+  return fmt::format("{} {} g{} {} {}{} sink {} recent {}{} page {}", to_string(c.dtype), to_string(c.method),
                      c.group_size, to_string(c.param_format), clip, feedback, c.sink_tokens, c.recent_tokens,
-                     c.page_size_tokens);
+                     band, c.page_size_tokens);
+}
+
+KvCacheConfig KvCacheConfig::band_config() const {
+  KvCacheConfig band = *this;
+  band.dtype = KvDtype::int4;
+  band.param_format = ParamFormat::f16;
+  band.clip_ratio_k = band.clip_ratio_v = 1.0f;
+  band.clip_search = false;
+  band.key_error_feedback = band.value_error_feedback = false;
+  band.band_tokens = 0;
+  return band;
 }
 
 int64_t quantized_end(const KvCacheConfig& c, int64_t num_tokens, int64_t full_precision_until) {
@@ -99,6 +116,17 @@ int64_t quantized_end(const KvCacheConfig& c, int64_t num_tokens, int64_t full_p
   // KIVI groups are aligned to absolute positions (multiples of group_size, so a group never
   // straddles a page); the group that holds the sink boundary quantizes only its non-sink part.
   return std::max(sink, leaving / c.group_size * c.group_size);
+}
+
+int64_t band_begin(const KvCacheConfig& c, int64_t num_tokens, int64_t full_precision_until) {
+  const int64_t qend = quantized_end(c, num_tokens, full_precision_until);
+  return c.has_band() ? std::max(c.sink_tokens, qend - c.band_tokens) : qend;
+}
+
+int64_t band_step_begin(const KvCacheConfig& c, int64_t before, int64_t after, int64_t full_precision_until) {
+  if (!c.has_band()) return quantized_end(c, after, full_precision_until);  // nothing read from a band
+  const int64_t first_query_tokens = std::min(after, std::max(before, full_precision_until) + 1);
+  return band_begin(c, first_query_tokens, full_precision_until);
 }
 
 }  // namespace oscar

@@ -32,6 +32,11 @@ struct KvCacheConfig {
   bool value_error_feedback = false;  // OSCAR values rounded with error feedback (model/value_error_feedback.h)
   int64_t sink_tokens = 64;    // the first tokens, always full precision
   int64_t recent_tokens = 256; // the most recent tokens, full precision
+  // The tokens just behind the recent window that are also held at 4 bits and read from there
+  // (0: none). Each token still gets its 2-bit codes when it leaves the recent window; the 4-bit
+  // copy is dropped once the token falls behind the band, so at long context the band costs a
+  // fixed number of bytes per sequence.
+  int64_t band_tokens = 0;
   int page_size_tokens = 64;
   std::string rotations_path;  // OSCAR rotations file
 
@@ -43,6 +48,10 @@ struct KvCacheConfig {
   ClipPolicy value_clip() const { return {clip_ratio_v, clip_search}; }
   // The storage dtype of full-precision pages (sink, recent window, and bf16 caches).
   KvDtype full_dtype() const { return dtype == KvDtype::f32 ? KvDtype::f32 : KvDtype::bf16; }
+  bool has_band() const { return band_tokens > 0 && quantized(); }
+  // The format of the band's pages: INT4 over the same groups and rotation, f16 scale and zero,
+  // no clipping, rounded to nearest (4 bits leave little to gain from either).
+  KvCacheConfig band_config() const;
 };
 
 std::string_view to_string(KvDtype dtype);
@@ -68,5 +77,14 @@ std::string describe(const KvCacheConfig& config);
 // quantized (a prompt prefilled in full precision, then quantized before decoding).
 int64_t quantized_end(const KvCacheConfig& config, int64_t num_tokens,
                       int64_t full_precision_until = 0);
+// Where the band starts: of the quantized tokens [sink, quantized_end), those in
+// [band_begin, quantized_end) are read from their 4-bit copy (band_begin == quantized_end when the
+// cache has no band).
+int64_t band_begin(const KvCacheConfig& config, int64_t num_tokens, int64_t full_precision_until = 0);
+// The first position that some query of a step growing a sequence from `before` to `after` tokens
+// reads from the band: band pages must cover [band_step_begin, quantized_end(after)) during the
+// step. A step that crosses `full_precision_until` starts with queries that read nothing quantized.
+int64_t band_step_begin(const KvCacheConfig& config, int64_t before, int64_t after,
+                        int64_t full_precision_until = 0);
 
 }  // namespace oscar

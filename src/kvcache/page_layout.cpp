@@ -44,7 +44,13 @@ PageLayout make_page_layout(const KvCacheConfig& config, int64_t num_kv_heads, i
       l.value_params_offset + num_kv_heads * l.value_param_pairs_per_head * l.param_bytes;
   // Keep every page 16-byte aligned so kernels can use vector loads.
   l.quantized_page_bytes = (l.quantized_page_bytes + 15) / 16 * 16;
+  if (config.has_band()) l.band_page_bytes = make_band_layout(config, num_kv_heads, head_dim).quantized_page_bytes;
   return l;
+}
+
+PageLayout make_band_layout(const KvCacheConfig& config, int64_t num_kv_heads, int64_t head_dim) {
+  require(config.has_band(), "make_band_layout: the cache has no band ({})", describe(config));
+  return make_page_layout(config.band_config(), num_kv_heads, head_dim);
 }
 
 KvPageCounts footprint_for_tokens(const KvCacheConfig& config, int64_t num_tokens) {
@@ -60,6 +66,7 @@ KvPageCounts footprint_for_tokens(const KvCacheConfig& config, int64_t num_token
                              : 0;
   f.full = sink_pages + tail_pages - shared;
   f.quantized = pages_covering(config.sink_tokens, qend, page);
+  f.band = pages_covering(band_begin(config, num_tokens), qend, page);
   return f;
 }
 
@@ -73,6 +80,12 @@ int64_t full_pages_per_sequence(const KvCacheConfig& c, int64_t chunk_tokens) {
   return (c.sink_tokens + page - 1) / page + (tail + page - 1) / page + 2;
 }
 
+// Band pages one sequence holds at most: the band and a chunk, and the pages their ends straddle.
+int64_t band_pages_per_sequence(const KvCacheConfig& c, int64_t chunk_tokens) {
+  const int64_t page = c.page_size_tokens;
+  return (c.band_tokens + chunk_tokens + page - 1) / page + 2;
+}
+
 }  // namespace
 
 KvPageCounts capacity_for_sequences(const KvCacheConfig& config, int64_t tokens_per_sequence,
@@ -82,6 +95,9 @@ KvPageCounts capacity_for_sequences(const KvCacheConfig& config, int64_t tokens_
   KvPageCounts total;
   total.full = num_sequences * (one.full + (chunk_tokens + page - 1) / page + 1);
   total.quantized = num_sequences * one.quantized;
+  // A step reads its first query's band and writes the chunk's tokens into it as they leave the
+  // window (band_step_begin).
+  if (config.has_band()) total.band = num_sequences * band_pages_per_sequence(config, chunk_tokens);
   return total;
 }
 
@@ -96,7 +112,12 @@ KvPageCounts capacity_for_bytes(const KvCacheConfig& config, const PageLayout& l
   }
   pages.full = std::min(per_layer / 2 / layout.full_page_bytes,
                         num_sequences * full_pages_per_sequence(config, chunk_tokens));
-  pages.quantized = (per_layer - pages.full * layout.full_page_bytes) / layout.quantized_page_bytes;
+  if (config.has_band()) {
+    pages.band = std::min(per_layer / 4 / layout.band_page_bytes,
+                          num_sequences * band_pages_per_sequence(config, chunk_tokens));
+  }
+  pages.quantized = (per_layer - pages.full * layout.full_page_bytes - pages.band * layout.band_page_bytes) /
+                    layout.quantized_page_bytes;
   return pages;
 }
 

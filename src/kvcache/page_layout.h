@@ -40,6 +40,7 @@ struct PageLayout {
   int64_t value_codes_offset = 0;
   int64_t value_params_offset = 0;
   int64_t quantized_page_bytes = 0;
+  int64_t band_page_bytes = 0;  // a page of the 4-bit band (band_layout()); 0: no band
 
   // The offsets are constexpr so that CUDA kernels (built with --expt-relaxed-constexpr) call these
   // same functions on a PageLayout passed by value: one description of the bytes, no device copy.
@@ -71,9 +72,13 @@ struct PageLayout {
 };
 
 PageLayout make_page_layout(const KvCacheConfig& config, int64_t num_kv_heads, int64_t head_dim);
+// The layout of the band's pages: their quantized section is laid out as an INT4 cache's
+// (KvCacheConfig::band_config()).
+PageLayout make_band_layout(const KvCacheConfig& config, int64_t num_kv_heads, int64_t head_dim);
 
 inline int64_t bytes_per_layer(const KvPageCounts& pages, const PageLayout& layout) {
-  return pages.full * layout.full_page_bytes + pages.quantized * layout.quantized_page_bytes;
+  return pages.full * layout.full_page_bytes + pages.quantized * layout.quantized_page_bytes +
+         pages.band * layout.band_page_bytes;
 }
 
 // How many pages of each kind one sequence of `num_tokens` tokens holds under the decode rule
@@ -89,6 +94,7 @@ KvPageCounts capacity_for_sequences(const KvCacheConfig& config, int64_t tokens_
 // `num_sequences` sequences' sink, recent window and a prefill chunk, but at most half the bytes,
 // the rest quantized (all full-precision when the cache is not quantized). The cap keeps a small
 // pool from having no quantized page at all: its sequences could never leave the recent window.
+// With a band, band pages for each sequence's band and chunk, at most a quarter of the bytes.
 KvPageCounts capacity_for_bytes(const KvCacheConfig& config, const PageLayout& layout,
                                 int64_t num_layers, int64_t bytes, int64_t num_sequences,
                                 int64_t chunk_tokens);

@@ -4,6 +4,7 @@
 // pool only decides which ids are in use.
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 namespace oscar {
@@ -30,11 +31,22 @@ class PagePool {
 struct KvPageCounts {
   int64_t full = 0;
   int64_t quantized = 0;
+  int64_t band = 0;  // 4-bit copies behind the recent window (KvCacheConfig::band_tokens)
 };
 
 struct KvPagePools {
   PagePool full;
   PagePool quantized;
+  PagePool band = PagePool(0);
+
+  explicit KvPagePools(const KvPageCounts& capacity)
+      : full(int32_t(capacity.full)), quantized(int32_t(capacity.quantized)), band(int32_t(capacity.band)) {}
+  KvPagePools(PagePool full_pages, PagePool quantized_pages, PagePool band_pages = PagePool(0))
+      : full(std::move(full_pages)), quantized(std::move(quantized_pages)), band(std::move(band_pages)) {}
+  bool can_allocate(const KvPageCounts& needed) const {
+    return needed.full <= full.free_pages() && needed.quantized <= quantized.free_pages() &&
+           needed.band <= band.free_pages();
+  }
 };
 
 }  // namespace oscar

@@ -1,7 +1,9 @@
 #pragma once
 // One sequence's page table. Logical page p covers token positions [p * P, (p + 1) * P); it may
 // have a full-precision page (while any of its tokens is a sink token or still in the recent
-// window), a quantized page (once any of its tokens left the window), or both during the move.
+// window), a quantized page (once any of its tokens left the window), or both during the move,
+// and, with a band (KvCacheConfig::band_tokens), a 4-bit band page while any of its quantized
+// tokens is in the band.
 //
 // A step writes `count` new tokens: reserve() allocates what they need, the backend writes them
 // (and quantizes the tokens that left the window, reading them from their full pages), then
@@ -18,6 +20,7 @@ namespace oscar {
 struct LogicalPage {
   int32_t full = -1;
   int32_t quantized = -1;
+  int32_t band = -1;
 };
 
 class SequencePages {
@@ -44,6 +47,10 @@ class SequencePages {
  private:
   bool needs_full(int64_t page, int64_t num_tokens, const KvCacheConfig& config) const;
   bool needs_quantized(int64_t page, int64_t num_tokens, const KvCacheConfig& config) const;
+  bool needs_band(int64_t page, int64_t num_tokens, const KvCacheConfig& config) const;
+  // Whether page p is needed in each format while a step grows the sequence by `count` tokens.
+  bool full_during_step(int64_t page, int64_t count, const KvCacheConfig& config) const;
+  bool band_during_step(int64_t page, int64_t count, const KvCacheConfig& config) const;
 
   std::vector<LogicalPage> pages_;
   int64_t num_tokens_ = 0;

@@ -132,6 +132,7 @@ void EngineService::publish_snapshot() {
     for (const LogicalPage& page : sequence->pages.pages()) {
       held.full += page.full >= 0 ? 1 : 0;
       held.quantized += page.quantized >= 0 ? 1 : 0;
+      held.band += page.band >= 0 ? 1 : 0;
     }
   }
   const auto now = std::chrono::steady_clock::now();

@@ -55,6 +55,7 @@ struct FormatCase {
   KvDtype dtype;
   KvMethod method;
   int group;
+  int64_t band_tokens = 0;
 };
 
 class DecodeRule : public ::testing::TestWithParam<FormatCase> {};
@@ -68,9 +69,11 @@ TEST_P(DecodeRule, ChunkingAndDecodeAgree) {
   options.kv.sink_tokens = 16;
   options.kv.recent_tokens = 48;
   options.kv.page_size_tokens = 32;
-  options.capacity = {64, 64};
+  options.kv.band_tokens = f.band_tokens;
+  options.capacity = {64, 64, 64};
   auto backend = make_backend(testbed(), options);
-  // Past sink + window (64 tokens), so every format quantizes and migrates.
+  // Past sink + window (64 tokens), so every format quantizes and migrates (and, with a band of
+  // 40, reads 2-bit codes from position 104 on).
   const auto tokens = sample_tokens(testing::kSanitized ? 100 : 200);
   const auto whole = run(*backend, tokens, tokens.size());
   const auto chunked = run(*backend, tokens, 37);
@@ -87,7 +90,8 @@ INSTANTIATE_TEST_SUITE_P(
                       FormatCase{"int2_naive", KvDtype::int2, KvMethod::naive, 64},
                       FormatCase{"int2_quarot", KvDtype::int2, KvMethod::quarot, 128},
                       FormatCase{"int2_kivi", KvDtype::int2, KvMethod::kivi, 32},
-                      FormatCase{"int4_quarot", KvDtype::int4, KvMethod::quarot, 64}),
+                      FormatCase{"int4_quarot", KvDtype::int4, KvMethod::quarot, 64},
+                      FormatCase{"int2_quarot_band", KvDtype::int2, KvMethod::quarot, 64, 40}),
     [](const auto& case_info) { return std::string(case_info.param.name); });
 
 TEST(DecodeRule, QuantizationChangesLogitsOnlyBeyondTheWindow) {
@@ -109,6 +113,40 @@ TEST(DecodeRule, QuantizationChangesLogitsOnlyBeyondTheWindow) {
   const std::vector<float> early_q(quantized.begin(), quantized.begin() + 64 * long(vocab));
   EXPECT_LT(max_relative_difference(early_ref, early_q), 2e-2);
   EXPECT_GT(max_relative_difference(reference, quantized), 2e-2);
+}
+
+// The band is an INT4 cache of the band's format over the positions it covers: while a query's
+// quantized tokens all lie in the band its logits are those of that INT4 cache, bit for bit; once
+// older tokens fall behind the band (their 2-bit codes are read) they are not.
+TEST(DecodeRule, BandReadsTheFourBitCopies) {
+  BackendOptions banded;
+  banded.kv.dtype = KvDtype::int2;
+  banded.kv.method = KvMethod::quarot;
+  banded.kv.group_size = 64;
+  banded.kv.sink_tokens = 16;
+  banded.kv.recent_tokens = 48;
+  banded.kv.band_tokens = 40;
+  banded.kv.page_size_tokens = 32;
+  banded.capacity = {64, 64, 64};
+  BackendOptions int4 = banded;
+  int4.kv = banded.kv.band_config();
+  BackendOptions int2 = banded;
+  int2.kv.band_tokens = 0;
+  const auto tokens = sample_tokens(160);
+  const auto with_band = run(*make_backend(testbed(), banded), tokens, 23);
+  const auto reference = run(*make_backend(testbed(), int4), tokens, 23);
+  const auto without_band = run(*make_backend(testbed(), int2), tokens, 23);
+  const long vocab = long(testbed().config.vocab_size);
+  auto rows = [&](const std::vector<float>& logits, long begin, long end) {
+    return std::vector<float>(logits.begin() + begin * vocab, logits.begin() + end * vocab);
+  };
+  // Position t reads 2-bit codes iff band_begin(t + 1) > sink: t + 1 - 48 - 40 > 16, t >= 104.
+  ASSERT_EQ(band_begin(banded.kv, 104), 16);
+  ASSERT_EQ(band_begin(banded.kv, 105), 17);
+  EXPECT_EQ(max_relative_difference(rows(with_band, 0, 104), rows(reference, 0, 104)), 0.0);
+  EXPECT_GT(max_relative_difference(rows(with_band, 104, 160), rows(reference, 104, 160)), 1e-4);
+  // Where the band is read (positions 65-103 see quantized tokens) it differs from INT2 alone.
+  EXPECT_GT(max_relative_difference(rows(with_band, 70, 104), rows(without_band, 70, 104)), 1e-3);
 }
 
 KvRotations random_rotations(const ModelConfig& config, uint64_t seed) {

@@ -153,7 +153,7 @@ double argmax_agreement(const std::vector<float>& a, const std::vector<float>& b
 std::vector<int32_t> greedy(Backend& backend, const std::vector<int32_t>& prompt, int count) {
   const KvCacheConfig& kv = backend.kv_config();
   const KvPageCounts capacity = backend.kv_capacity();
-  KvPagePools pools{PagePool(int32_t(capacity.full)), PagePool(int32_t(capacity.quantized))};
+  KvPagePools pools(capacity);
   SequencePages pages;
   StepLogits logits;
   std::vector<int32_t> generated;
@@ -329,7 +329,7 @@ TEST(CudaActivationObserver, SeesTheCpusAttentionInputs) {
     options.capacity = {256, 0};
     auto backend = make_backend(testbed(), options);
     const KvPageCounts capacity = backend->kv_capacity();
-    KvPagePools pools{PagePool(int32_t(capacity.full)), PagePool(int32_t(capacity.quantized))};
+    KvPagePools pools(capacity);
     SequencePages pages;
     ASSERT_TRUE(pages.reserve(int64_t(prompt.size()), backend->kv_config(), pools));
     const SequenceStep step{prompt, &pages, false};

@@ -566,7 +566,7 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
       }
       store.write_full(layer, pages, p, keys.data(), values.data());
     }
-    store.quantize(layer, pages, begin, end);
+    store.quantize(layer, pages, begin, end, /*band_from=*/end);
   }
   std::vector<MigrateTask> tasks;
   for (int64_t p = begin; p < end; ++p) tasks.push_back({int32_t(p), 0});

@@ -130,6 +130,34 @@ TEST(EvalCommand, ErrorFeedbackIsOscarsDefaultAndOscarsOnly) {
       << quarot.stderr_text;
 }
 
+// The 4-bit band: nearly what a bf16 window as long as window + band gives, for a fraction of its
+// bytes; refused where it does not apply.
+TEST(EvalCommand, BandComesCloseToALongerWindow) {
+  const std::string quarot = "eval ppl --windows 1 --context 512 --json --kv-cache-dtype int2 --kv-method quarot "
+                             "--kv-sink-tokens 16 ";
+  const CommandResult int2 = run_oscar(quarot + "--kv-recent-tokens 32");
+  const CommandResult band = run_oscar(quarot + "--kv-recent-tokens 32 --kv-band-tokens 96");
+  const CommandResult window = run_oscar(quarot + "--kv-recent-tokens 128");
+  for (const CommandResult* r : {&int2, &band, &window}) ASSERT_EQ(r->exit_code, 0) << r->stderr_text;
+  const auto i = parse_json(int2.stdout_text), b = parse_json(band.stdout_text), w = parse_json(window.stdout_text);
+  EXPECT_NE(b["kv"].get<std::string>().find("recent 32 band 96 int4"), std::string::npos) << b["kv"];
+  // Closer to the bf16 window than to the 2-bit cache (4 bits are near-lossless at this scale).
+  const double band_ppl = b["ppl"].get<double>(), int2_ppl = i["ppl"].get<double>(), window_ppl = w["ppl"].get<double>();
+  EXPECT_LT(std::abs(band_ppl - window_ppl), 0.5 * std::abs(int2_ppl - window_ppl))
+      << "int2 " << int2_ppl << ", band " << band_ppl << ", window " << window_ppl;
+  // At 128K the band's 96 tokens (and page slack) at 4.25 bits, on top of their 2-bit codes.
+  EXPECT_GT(b["bpe_128k"].get<double>(), i["bpe_128k"].get<double>());
+  EXPECT_LT(b["bpe_128k"].get<double>(), i["bpe_128k"].get<double>() + 0.01);
+  EXPECT_LT(b["bpe_128k"].get<double>(), w["bpe_128k"].get<double>());
+  const CommandResult kivi = run_oscar("eval ppl --windows 1 --context 128 --kv-cache-dtype int2 --kv-method kivi "
+                                       "--kv-band-tokens 64");
+  EXPECT_NE(kivi.exit_code, 0);
+  EXPECT_NE(kivi.stderr_text.find("--kv-band-tokens"), std::string::npos) << kivi.stderr_text;
+  const CommandResult bf16 = run_oscar("eval ppl --windows 1 --context 128 --kv-band-tokens 64");
+  EXPECT_NE(bf16.exit_code, 0);
+  EXPECT_NE(bf16.stderr_text.find("per-token INT2 cache"), std::string::npos) << bf16.stderr_text;
+}
+
 TEST(EvalCommand, NeedleReportAndHeatMap) {
   const std::string dir = testing::make_temp_dir("eval-niah");
   const CommandResult r = run_oscar("eval niah --contexts 384 --depths 0 1 --prompts-per-cell 1 --output " + dir +

@@ -23,13 +23,14 @@ const Tokenizer& tokenizer() {
   return t;
 }
 
-std::unique_ptr<Engine> make_engine(bool prefix_caching, KvPageCounts capacity) {
+std::unique_ptr<Engine> make_engine(bool prefix_caching, KvPageCounts capacity, int64_t band_tokens = 0) {
   BackendOptions options;
   options.kv.dtype = KvDtype::int2;
   options.kv.method = KvMethod::quarot;
   options.kv.sink_tokens = 16;
   options.kv.recent_tokens = 32;
   options.kv.page_size_tokens = 16;
+  options.kv.band_tokens = band_tokens;
   options.capacity = capacity;
   EngineOptions engine_options;
   engine_options.prefix_caching = prefix_caching;
@@ -86,6 +87,24 @@ TEST(PrefixCache, HitsGiveTheColdAnswerAndSkipSharedPages) {
   }
   EXPECT_EQ(cached->counters().cached_prompt_tokens, 2 * 192);
   EXPECT_GT(cached->prefix_cache()->cached_pages(), 12);
+}
+
+// With a band, a hit also shares the band pages the attached length reads (192 tokens: quantized
+// [16, 160), the band [112, 160)).
+TEST(PrefixCache, BandPagesAreSharedToo) {
+  auto cached = make_engine(true, {64, 64, 16}, 48);
+  auto cold = make_engine(false, {64, 64, 16}, 48);
+  for (const std::string suffix : {" The pass key is", " int main(void) {"}) {
+    auto prompt = shared_prefix();
+    const auto tail = tokenizer().encode(suffix);
+    prompt.insert(prompt.end(), tail.begin(), tail.end());
+    const Result with_cache = run_one(*cached, prompt);
+    EXPECT_EQ(with_cache.tokens, run_one(*cold, prompt).tokens) << suffix;
+    EXPECT_EQ(with_cache.cached, suffix[1] == 'T' ? 0 : 192) << suffix;
+  }
+  cached->reset_prefix_cache();
+  EXPECT_EQ(cached->pools().band.free_pages(), 16);
+  EXPECT_EQ(cold->pools().band.free_pages(), 16);
 }
 
 TEST(PrefixCache, RepeatingAPromptReusesItsOwnPages) {

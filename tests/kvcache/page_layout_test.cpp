@@ -4,6 +4,7 @@
 #include <set>
 
 #include "kvcache/page_layout.h"
+#include "util/error.h"
 
 namespace oscar {
 namespace {
@@ -88,6 +89,46 @@ TEST(ByteAccounting, FootprintCountsSinkWindowAndQuantizedPages) {
   const KvPageCounts short_sequence = footprint_for_tokens(c, 100);
   EXPECT_EQ(short_sequence.quantized, 0);
   EXPECT_EQ(short_sequence.full, 2);
+}
+
+// The band's 4-bit copies come on top of the 2-bit pages, for the pages the band covers.
+TEST(ByteAccounting, FootprintCountsTheBand) {
+  KvCacheConfig c = int2_config(128);
+  c.page_size_tokens = 64;
+  c.band_tokens = 768;
+  const PageLayout layout = make_page_layout(c, 8, 128);
+  // INT4 codes (64 bytes a row) and f16 (scale, zero) per group of 128, keys and values, 8 heads.
+  EXPECT_EQ(layout.band_page_bytes, 2 * 8 * 64 * (64 + 4));
+  // 1000 tokens: quantized [64, 744), all of it in the band: pages 1..11.
+  EXPECT_EQ(footprint_for_tokens(c, 1000).band, 11);
+  // 128K: quantized up to 130816, the band [130048, 130816): pages 2032..2043.
+  const int64_t n = 128 * 1024;
+  const KvPageCounts pages = footprint_for_tokens(c, n);
+  EXPECT_EQ(pages.band, 12);
+  KvCacheConfig no_band = c;
+  no_band.band_tokens = 0;
+  const double elements = double(n) * 8 * 128 * 2;
+  EXPECT_DOUBLE_EQ(bits_per_element(layout, pages, n) -
+                       bits_per_element(make_page_layout(no_band, 8, 128), footprint_for_tokens(no_band, n), n),
+                   12.0 * double(layout.band_page_bytes) * 8 / elements);
+  // A pool of bytes keeps band pages for every sequence's band and chunk.
+  const KvPageCounts pool = capacity_for_bytes(c, layout, 36, int64_t(64) << 30, 16, 512);
+  EXPECT_EQ(pool.band, 16 * ((768 + 512 + 63) / 64 + 2));
+  EXPECT_LE(bytes_per_layer(pool, layout) * 36, int64_t(64) << 30);
+}
+
+TEST(ByteAccounting, BandNeedsAPerTokenInt2Cache) {
+  KvCacheConfig c = int2_config(128);
+  c.band_tokens = 256;
+  c.method = KvMethod::kivi;
+  EXPECT_THROW(validate(c, 128), Error);
+  c.method = KvMethod::naive;
+  c.dtype = KvDtype::int4;
+  EXPECT_THROW(validate(c, 128), Error);
+  c.dtype = KvDtype::int2;
+  EXPECT_NO_THROW(validate(c, 128));
+  c.band_tokens = -1;
+  EXPECT_THROW(validate(c, 128), Error);
 }
 
 TEST(ByteAccounting, PoolOfBytesKeepsQuantizedPagesWhenSmall) {

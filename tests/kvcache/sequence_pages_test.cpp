@@ -32,16 +32,28 @@ void expect_pages_match_rule(const SequencePages& s, const KvCacheConfig& c) {
     const bool full = overlaps(p, c.page_size_tokens, 0, std::min(c.sink_tokens, n)) ||
                       overlaps(p, c.page_size_tokens, qend, n);
     const bool quantized = overlaps(p, c.page_size_tokens, c.sink_tokens, qend);
+    const bool band = overlaps(p, c.page_size_tokens, band_begin(c, n, s.full_precision_until()), qend);
     EXPECT_EQ(s.pages()[size_t(p)].full >= 0, full) << "page " << p << " at " << n << " tokens";
     EXPECT_EQ(s.pages()[size_t(p)].quantized >= 0, quantized) << "page " << p << " at " << n;
+    EXPECT_EQ(s.pages()[size_t(p)].band >= 0, band) << "page " << p << " at " << n;
   }
 }
 
+KvCacheConfig with_band(KvCacheConfig c, int64_t band_tokens) {
+  c.band_tokens = band_tokens;
+  return c;
+}
+
 TEST(SequencePages, PagesFollowTheRuleThroughRandomSteps) {
-  for (const KvMethod method : {KvMethod::naive, KvMethod::kivi}) {
+  const KvCacheConfig configs[] = {small_int2(KvMethod::naive), small_int2(KvMethod::kivi),
+                                   with_band(small_int2(KvMethod::naive), 100)};
+  for (const KvCacheConfig& c : configs) {
     for (const int64_t until : {int64_t(0), int64_t(300)}) {
-      const KvCacheConfig c = small_int2(method);
-      KvPagePools pools{PagePool(64), PagePool(64)};
+      SCOPED_TRACE(describe(c) + " full precision until " + std::to_string(until));
+      // Band pages: at most the band and a chunk of 70 (the pool sizes capacity_for_sequences gives).
+      const int64_t band_capacity = capacity_for_sequences(c, 1200, 1, 70).band;
+      EXPECT_EQ(band_capacity, c.has_band() ? (100 + 70 + 31) / 32 + 2 : 0);
+      KvPagePools pools{PagePool(64), PagePool(64), PagePool(int32_t(band_capacity))};
       SequencePages s(until);
       std::mt19937 rng(1);
       std::uniform_int_distribution<int64_t> chunk(1, 70);
@@ -49,15 +61,23 @@ TEST(SequencePages, PagesFollowTheRuleThroughRandomSteps) {
         const int64_t count = chunk(rng);
         const KvPageCounts needed = s.pages_needed(count, c);
         const int32_t free_full = pools.full.free_pages(), free_quantized = pools.quantized.free_pages();
-        ASSERT_TRUE(s.reserve(count, c, pools));
+        const int32_t free_band = pools.band.free_pages();
+        ASSERT_TRUE(s.reserve(count, c, pools)) << "at " << s.num_tokens() << " tokens + " << count;
         EXPECT_EQ(free_full - pools.full.free_pages(), needed.full);
         EXPECT_EQ(free_quantized - pools.quantized.free_pages(), needed.quantized);
+        EXPECT_EQ(free_band - pools.band.free_pages(), needed.band);
+        // Every position a query of this step reads from the band has a band page.
+        const int64_t after = s.num_tokens() + count;
+        for (int64_t j = band_step_begin(c, s.num_tokens(), after, until); j < quantized_end(c, after, until); ++j) {
+          ASSERT_GE(s.pages()[size_t(j / c.page_size_tokens)].band, 0) << "position " << j;
+        }
         s.commit(count, c, pools);
         expect_pages_match_rule(s, c);
       }
       s.release_all(pools);
       EXPECT_EQ(pools.full.free_pages(), 64);
       EXPECT_EQ(pools.quantized.free_pages(), 64);
+      EXPECT_EQ(pools.band.free_pages(), band_capacity);
     }
   }
 }

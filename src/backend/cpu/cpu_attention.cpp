@@ -24,11 +24,13 @@ struct Rows {
 };
 
 // Full-precision rows cover [0, sink_rows) and [window_start, end), stored contiguously; the
-// quantized rows cover [quantized_begin, quantized_stop).
+// quantized rows cover [sink, quantized_stop), 2-bit ones up to int2_stop and 4-bit band copies
+// from band_start on.
 struct GatheredHead {
   Rows sink;
   Rows window;
   Rows quantized;
+  Rows band;
 };
 
 template <typename Reader>
@@ -86,11 +88,16 @@ void cpu_attention(const CpuKvStore& store, const KvCacheConfig& kv, const Model
   auto boundary = [&](int64_t position) {
     return quantized_end(kv, position + 1, r.full_precision_until);
   };
+  auto band_boundary = [&](int64_t position) {
+    return band_begin(kv, position + 1, r.full_precision_until);
+  };
   // Rows [0, min(sink, end)) and [window_start, end) may be read in full precision by some query
   // of the chunk; rows [sink, quantized_stop) quantized.
   const int64_t sink_rows = std::min(sink, end);
   const int64_t window_start = std::max(sink_rows, std::min(boundary(r.first_position), end));
   const int64_t quantized_stop = boundary(end - 1);
+  const int64_t int2_stop = band_boundary(end - 1);
+  const int64_t band_start = band_step_begin(kv, r.first_position, end, r.full_precision_until);
   const float scale = 1.0f / std::sqrt(float(d));
 
   std::vector<GatheredHead> gathered(size_t(model.num_kv_heads));
@@ -101,10 +108,14 @@ void cpu_attention(const CpuKvStore& store, const KvCacheConfig& kv, const Model
     auto quantized = [&](int64_t b, int64_t e, float* k, float* v) {
       store.read_quantized(r.layer, *r.pages, h, b, e, k, v);
     };
+    auto band = [&](int64_t b, int64_t e, float* k, float* v) {
+      store.read_band(r.layer, *r.pages, h, b, e, k, v);
+    };
     GatheredHead& g = gathered[size_t(h)];
     g.sink = gather_rows(0, sink_rows, d, full);
     g.window = gather_rows(window_start, end, d, full);
-    g.quantized = gather_rows(sink, quantized_stop, d, quantized);
+    g.quantized = gather_rows(sink, int2_stop, d, quantized);
+    g.band = gather_rows(band_start, quantized_stop, d, band);
   });
 
   const int64_t blocks = (r.count + kQueryBlock - 1) / kQueryBlock;
@@ -117,10 +128,13 @@ void cpu_attention(const CpuKvStore& store, const KvCacheConfig& kv, const Model
         std::vector<float> weights(size_t(end + 16));
         for (int64_t i = first; i < std::min(r.count, first + kQueryBlock); ++i) {
           const int64_t t = r.first_position + i;
-          // Position order: sink [0, a), quantized [sink, b), full precision [b, t].
+          // Position order: sink [0, a), 2-bit [sink, c), band [c, b), full precision [b, t].
           const int64_t a = std::min(sink, t + 1);
           const int64_t b = std::max(sink, boundary(t));
-          const int64_t quantized_count = std::max<int64_t>(0, std::min(b, t + 1) - sink);
+          const int64_t c = std::max(sink, band_boundary(t));
+          const int64_t quantized_count = std::max<int64_t>(0, std::min(c, t + 1) - sink);
+          const int64_t band_count = std::max<int64_t>(0, std::min(b, t + 1) - c);
+          const int64_t scanned = a + quantized_count + band_count;  // scores before the tail
           const int64_t tail_start = std::max(a, b);
           const int64_t tail_count = std::max<int64_t>(0, t + 1 - tail_start);
           for (int64_t q = 0; q < group; ++q) {
@@ -129,9 +143,9 @@ void cpu_attention(const CpuKvStore& store, const KvCacheConfig& kv, const Model
             float* scores = weights.data();
             score_rows(query, g.sink, 0, a, d, scale, scores);
             score_rows(query, g.quantized, sink, quantized_count, d, scale, scores + a);
-            score_rows(query, g.window, tail_start, tail_count, d, scale,
-                       scores + a + quantized_count);
-            const int64_t total = a + quantized_count + tail_count;
+            score_rows(query, g.band, c, band_count, d, scale, scores + a + quantized_count);
+            score_rows(query, g.window, tail_start, tail_count, d, scale, scores + scanned);
+            const int64_t total = scanned + tail_count;
             float max_score = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j < total; ++j) max_score = std::max(max_score, scores[j]);
             float sum = 0;
@@ -145,7 +159,8 @@ void cpu_attention(const CpuKvStore& store, const KvCacheConfig& kv, const Model
             std::fill(out, out + d, 0.0f);
             accumulate_values(scores, g.sink, 0, a, d, out);
             accumulate_values(scores + a, g.quantized, sink, quantized_count, d, out);
-            accumulate_values(scores + a + quantized_count, g.window, tail_start, tail_count, d, out);
+            accumulate_values(scores + a + quantized_count, g.band, c, band_count, d, out);
+            accumulate_values(scores + scanned, g.window, tail_start, tail_count, d, out);
           }
         }
       },

@@ -1,7 +1,8 @@
 #pragma once
 // Causal grouped-query attention of one sequence's new tokens over its paged cache, under the
 // decode rule: the query at position t reads token j quantized iff sink <= j < quantized_end(t+1),
-// otherwise in full precision (kvcache/kv_cache_config.h). The same code serves a prefill chunk,
+// from its 4-bit band copy if also j >= band_begin(t+1), otherwise in full precision
+// (kvcache/kv_cache_config.h). The same code serves a prefill chunk,
 // a decode step and perplexity evaluation, so they agree exactly.
 #include <cstdint>
 

@@ -176,8 +176,8 @@ void CpuBackend::attention_block(int64_t layer_index, const StepRows& rows,
                         &v[size_t((first_row + i) * kv_heads * d)]);
     }
     const int64_t until = step.kv->full_precision_until();
-    store_.quantize(layer_index, pages, quantized_end(kv_, cached, until),
-                    quantized_end(kv_, cached + count, until));
+    store_.quantize(layer_index, pages, quantized_end(kv_, cached, until), quantized_end(kv_, cached + count, until),
+                    band_step_begin(kv_, cached, cached + count, until));
     AttentionRequest request;
     request.layer = layer_index;
     request.pages = &pages;

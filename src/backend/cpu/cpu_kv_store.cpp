@@ -13,54 +13,55 @@ namespace oscar {
 CpuKvStore::CpuKvStore(const KvCacheConfig& config, const PageLayout& layout, int64_t num_layers,
                        KvPageCounts capacity)
     : config_(config), layout_(layout), capacity_(capacity) {
+  if (config.has_band()) {
+    band_config_ = config.band_config();
+    band_layout_ = make_band_layout(config, layout.num_kv_heads, layout.head_dim);
+  }
   full_arenas_.resize(size_t(num_layers));
   quantized_arenas_.resize(size_t(num_layers));
+  band_arenas_.resize(size_t(num_layers));
   for (int64_t layer = 0; layer < num_layers; ++layer) {
     full_arenas_[size_t(layer)].resize(size_t(capacity.full * layout.full_page_bytes));
     if (layout.bits > 0) {
-      quantized_arenas_[size_t(layer)].resize(
-          size_t(capacity.quantized * layout.quantized_page_bytes));
+      quantized_arenas_[size_t(layer)].resize(size_t(capacity.quantized * layout.quantized_page_bytes));
     }
+    band_arenas_[size_t(layer)].resize(size_t(capacity.band * layout.band_page_bytes));
   }
 }
 
 size_t CpuKvStore::bytes_allocated() const {
   size_t total = 0;
-  for (const auto& arena : full_arenas_) total += arena.size();
-  for (const auto& arena : quantized_arenas_) total += arena.size();
+  for (const auto* arenas : {&full_arenas_, &quantized_arenas_, &band_arenas_}) {
+    for (const auto& arena : *arenas) total += arena.size();
+  }
   return total;
 }
 
-std::byte* CpuKvStore::full_page(int64_t layer, const std::vector<LogicalPage>& pages,
-                                 int64_t position) {
-  return const_cast<std::byte*>(std::as_const(*this).full_page(layer, pages, position));
+std::byte* CpuKvStore::page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position, PageKind kind) {
+  return const_cast<std::byte*>(std::as_const(*this).page(layer, pages, position, kind));
 }
 
-const std::byte* CpuKvStore::full_page(int64_t layer, const std::vector<LogicalPage>& pages,
-                                       int64_t position) const {
+const std::byte* CpuKvStore::page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
+                                  PageKind kind) const {
   const int64_t logical = position / layout_.page_size_tokens;
-  require(logical < int64_t(pages.size()) && pages[size_t(logical)].full >= 0,
-          "KV cache: position {} has no full-precision page", position);
-  return full_arenas_[size_t(layer)].data() + pages[size_t(logical)].full * layout_.full_page_bytes;
-}
-
-std::byte* CpuKvStore::quantized_page(int64_t layer, const std::vector<LogicalPage>& pages,
-                                      int64_t position) {
-  return const_cast<std::byte*>(std::as_const(*this).quantized_page(layer, pages, position));
-}
-
-const std::byte* CpuKvStore::quantized_page(int64_t layer, const std::vector<LogicalPage>& pages,
-                                            int64_t position) const {
-  const int64_t logical = position / layout_.page_size_tokens;
-  require(logical < int64_t(pages.size()) && pages[size_t(logical)].quantized >= 0,
-          "KV cache: position {} has no quantized page", position);
-  return quantized_arenas_[size_t(layer)].data() +
-         pages[size_t(logical)].quantized * layout_.quantized_page_bytes;
+  const LogicalPage* ids = logical < int64_t(pages.size()) ? &pages[size_t(logical)] : nullptr;
+  switch (kind) {
+    case PageKind::full:
+      require(ids != nullptr && ids->full >= 0, "KV cache: position {} has no full-precision page", position);
+      return full_arenas_[size_t(layer)].data() + ids->full * layout_.full_page_bytes;
+    case PageKind::quantized:
+      require(ids != nullptr && ids->quantized >= 0, "KV cache: position {} has no quantized page", position);
+      return quantized_arenas_[size_t(layer)].data() + ids->quantized * layout_.quantized_page_bytes;
+    case PageKind::band:
+      require(ids != nullptr && ids->band >= 0, "KV cache: position {} has no band page", position);
+      return band_arenas_[size_t(layer)].data() + ids->band * layout_.band_page_bytes;
+  }
+  fail("KV cache: unknown page kind");
 }
 
 void CpuKvStore::write_full(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
                             const float* keys, const float* values) {
-  std::byte* page = full_page(layer, pages, position);
+  std::byte* page = this->page(layer, pages, position, PageKind::full);
   const int64_t slot = position % layout_.page_size_tokens;
   const int64_t d = layout_.head_dim;
   for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
@@ -92,7 +93,7 @@ void CpuKvStore::load_full_row(const std::byte* source, float* out) const {
 void CpuKvStore::read_full(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head,
                            int64_t begin, int64_t end, float* keys_out, float* values_out) const {
   for (int64_t position = begin; position < end; ++position) {
-    const std::byte* page = full_page(layer, pages, position);
+    const std::byte* page = this->page(layer, pages, position, PageKind::full);
     const int64_t slot = position % layout_.page_size_tokens;
     const int64_t row = (position - begin) * layout_.head_dim;
     load_full_row(page + layout_.full_key_offset(kv_head, slot), keys_out + row);
@@ -112,21 +113,23 @@ void CpuKvStore::set_feedback(std::vector<float> key_factors, std::vector<float>
   value_feedback_ = std::move(value_factors);
 }
 
-void CpuKvStore::quantize_token_groups(std::byte* page, int64_t layer, int64_t kv_head, int64_t slot,
-                                       const float* row, bool is_key) {
-  const int bits = layout_.bits;
-  const int64_t g = layout_.group_size;
-  const int64_t d = layout_.head_dim;
-  const ClipPolicy clip = is_key ? config_.key_clip() : config_.value_clip();
+void CpuKvStore::quantize_token_groups(std::byte* page, const PageLayout& layout, int64_t layer, int64_t kv_head,
+                                       int64_t slot, const float* row, bool is_key) {
+  const bool band = &layout == &band_layout_;
+  const int bits = layout.bits;
+  const int64_t g = layout.group_size;
+  const int64_t d = layout.head_dim;
+  const KvCacheConfig& format = band ? band_config_ : config_;
+  const ClipPolicy clip = is_key ? format.key_clip() : format.value_clip();
   auto* codes = reinterpret_cast<uint8_t*>(
-      page + (is_key ? layout_.key_codes(kv_head, slot) : layout_.value_codes(kv_head, slot)));
+      page + (is_key ? layout.key_codes(kv_head, slot) : layout.value_codes(kv_head, slot)));
   std::vector<GroupParams> params(size_t(d / g));
-  choose_row_params(std::span<const float>(row, size_t(d)), int(g), bits, clip, layout_.param_format, params);
+  choose_row_params(std::span<const float>(row, size_t(d)), int(g), bits, clip, layout.param_format, params);
   // With error feedback the codes come from the running values; the parameters stay the nearest
-  // rounding's.
+  // rounding's. The band rounds to nearest.
   std::vector<float> fed_back;
   const std::vector<float>& feedback = is_key ? key_feedback_ : value_feedback_;
-  if (!feedback.empty()) {
+  if (!band && !feedback.empty()) {
     fed_back.resize(size_t(d));
     const size_t factor = size_t((layer * layout_.num_kv_heads + kv_head) * d * d);
     round_with_feedback(std::span<const float>(row, size_t(d)), params, int(g), bits,
@@ -137,23 +140,29 @@ void CpuKvStore::quantize_token_groups(std::byte* page, int64_t layer, int64_t k
     quantize_group(std::span<const float>(row + group * g, size_t(g)), params[size_t(group)], bits,
                    codes + packed_bytes(int(group * g), bits));
     const int64_t params_offset =
-        is_key ? layout_.key_params(kv_head, slot, group) : layout_.value_params(kv_head, slot, group);
-    store_params(params[size_t(group)], layout_.param_format, reinterpret_cast<uint8_t*>(page + params_offset));
+        is_key ? layout.key_params(kv_head, slot, group) : layout.value_params(kv_head, slot, group);
+    store_params(params[size_t(group)], layout.param_format, reinterpret_cast<uint8_t*>(page + params_offset));
   }
 }
 
 void CpuKvStore::quantize(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin,
-                          int64_t end) {
+                          int64_t end, int64_t band_from) {
   if (begin >= end) return;
   std::vector<float> keys(size_t(layout_.head_dim));
   std::vector<float> values(size_t(layout_.head_dim));
   for (int64_t position = begin; position < end; ++position) {
-    std::byte* target = quantized_page(layer, pages, position);
+    std::byte* target = page(layer, pages, position, PageKind::quantized);
+    const bool banded = band_layout_.bits > 0 && position >= band_from;
+    std::byte* band_target = banded ? page(layer, pages, position, PageKind::band) : nullptr;
     const int64_t slot = position % layout_.page_size_tokens;
     for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
       read_full(layer, pages, h, position, position + 1, keys.data(), values.data());
-      if (!layout_.keys_per_channel) quantize_token_groups(target, layer, h, slot, keys.data(), true);
-      quantize_token_groups(target, layer, h, slot, values.data(), false);
+      if (!layout_.keys_per_channel) quantize_token_groups(target, layout_, layer, h, slot, keys.data(), true);
+      quantize_token_groups(target, layout_, layer, h, slot, values.data(), false);
+      if (banded) {
+        quantize_token_groups(band_target, band_layout_, layer, h, slot, keys.data(), true);
+        quantize_token_groups(band_target, band_layout_, layer, h, slot, values.data(), false);
+      }
     }
   }
   if (layout_.keys_per_channel) quantize_key_channels(layer, pages, begin, end);
@@ -170,7 +179,7 @@ void CpuKvStore::quantize_key_channels(int64_t layer, const std::vector<LogicalP
     const int64_t first = std::max(group_start, begin);
     const int64_t last = std::min(group_start + g, end);
     const int64_t count = last - first;
-    std::byte* target = quantized_page(layer, pages, first);
+    std::byte* target = page(layer, pages, first, PageKind::quantized);
     for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
       std::vector<float> keys(size_t(count * d)), unused(size_t(count * d));
       read_full(layer, pages, h, first, last, keys.data(), unused.data());
@@ -198,36 +207,47 @@ void CpuKvStore::quantize_key_channels(int64_t layer, const std::vector<LogicalP
 void CpuKvStore::read_quantized(int64_t layer, const std::vector<LogicalPage>& pages,
                                 int64_t kv_head, int64_t begin, int64_t end, float* keys_out,
                                 float* values_out) const {
-  const int64_t d = layout_.head_dim;
-  const int64_t g = layout_.group_size;
-  const int bits = layout_.bits;
+  read_codes(layout_, PageKind::quantized, layer, pages, kv_head, begin, end, keys_out, values_out);
+}
+
+void CpuKvStore::read_band(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head, int64_t begin,
+                           int64_t end, float* keys_out, float* values_out) const {
+  read_codes(band_layout_, PageKind::band, layer, pages, kv_head, begin, end, keys_out, values_out);
+}
+
+void CpuKvStore::read_codes(const PageLayout& layout, PageKind kind, int64_t layer,
+                            const std::vector<LogicalPage>& pages, int64_t kv_head, int64_t begin, int64_t end,
+                            float* keys_out, float* values_out) const {
+  const int64_t d = layout.head_dim;
+  const int64_t g = layout.group_size;
+  const int bits = layout.bits;
   for (int64_t position = begin; position < end; ++position) {
-    const std::byte* page = quantized_page(layer, pages, position);
-    const int64_t slot = position % layout_.page_size_tokens;
+    const std::byte* page = this->page(layer, pages, position, kind);
+    const int64_t slot = position % layout.page_size_tokens;
     float* key_row = keys_out + (position - begin) * d;
     float* value_row = values_out + (position - begin) * d;
-    const auto* key_codes = reinterpret_cast<const uint8_t*>(page + layout_.key_codes(kv_head, slot));
+    const auto* key_codes = reinterpret_cast<const uint8_t*>(page + layout.key_codes(kv_head, slot));
     const auto* value_codes =
-        reinterpret_cast<const uint8_t*>(page + layout_.value_codes(kv_head, slot));
+        reinterpret_cast<const uint8_t*>(page + layout.value_codes(kv_head, slot));
     for (int64_t group = 0; group < d / g; ++group) {
       const auto params = load_params(
-          reinterpret_cast<const uint8_t*>(page + layout_.value_params(kv_head, slot, group)),
-          layout_.param_format);
+          reinterpret_cast<const uint8_t*>(page + layout.value_params(kv_head, slot, group)),
+          layout.param_format);
       dequantize_group(value_codes, int(group * g), int(g), params, bits, value_row + group * g);
     }
-    if (layout_.keys_per_channel) {
+    if (layout.keys_per_channel) {
       for (int64_t c = 0; c < d; ++c) {
         const auto params = load_params(
-            reinterpret_cast<const uint8_t*>(page + layout_.key_params(kv_head, slot, c)),
-            layout_.param_format);
+            reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, c)),
+            layout.param_format);
         key_row[c] = float(code_at(key_codes, int(c), bits)) * params.scale + params.zero;
       }
       continue;
     }
     for (int64_t group = 0; group < d / g; ++group) {
       const auto params = load_params(
-          reinterpret_cast<const uint8_t*>(page + layout_.key_params(kv_head, slot, group)),
-          layout_.param_format);
+          reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, group)),
+          layout.param_format);
       dequantize_group(key_codes, int(group * g), int(g), params, bits, key_row + group * g);
     }
   }

@@ -1,6 +1,6 @@
 #pragma once
-// The bytes of the KV cache in host memory: per layer, one arena of full-precision pages and one
-// of quantized pages, indexed through PageLayout. This is the reference for the CUDA write path
+// The bytes of the KV cache in host memory: per layer, one arena of full-precision pages, one of
+// quantized pages and, with a band, one of 4-bit band pages, indexed through PageLayout. This is the reference for the CUDA write path
 // (cuda/kv_write.cu) and its readers.
 #include <cstddef>
 #include <cstdint>
@@ -22,15 +22,19 @@ class CpuKvStore {
   void write_full(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
                   const float* keys, const float* values);
 
-  // Quantizes positions [begin, end) (all KV heads) from their full pages into quantized pages.
-  // For KIVI the range is a union of whole position-aligned key groups.
-  void quantize(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin, int64_t end);
+  // Quantizes positions [begin, end) (all KV heads) from their full pages into quantized pages,
+  // and those from `band_from` on into band pages too. For KIVI the range is a union of whole
+  // position-aligned key groups.
+  void quantize(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin, int64_t end,
+                int64_t band_from);
 
   // Rows [begin, end) of one KV head, as float, into keys_out / values_out ([end-begin][head_dim]).
   void read_full(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head,
                  int64_t begin, int64_t end, float* keys_out, float* values_out) const;
   void read_quantized(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head,
                       int64_t begin, int64_t end, float* keys_out, float* values_out) const;
+  void read_band(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head, int64_t begin,
+                 int64_t end, float* keys_out, float* values_out) const;
 
   size_t bytes_allocated() const;
 
@@ -40,23 +44,27 @@ class CpuKvStore {
   void set_feedback(std::vector<float> key_factors, std::vector<float> value_factors);
 
  private:
-  std::byte* full_page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position);
-  const std::byte* full_page(int64_t layer, const std::vector<LogicalPage>& pages,
-                             int64_t position) const;
-  std::byte* quantized_page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position);
-  const std::byte* quantized_page(int64_t layer, const std::vector<LogicalPage>& pages,
-                                  int64_t position) const;
+  enum class PageKind { full, quantized, band };
+  std::byte* page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position, PageKind kind);
+  const std::byte* page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
+                        PageKind kind) const;
   void load_full_row(const std::byte* source, float* out) const;
-  void quantize_token_groups(std::byte* page, int64_t layer, int64_t kv_head, int64_t slot, const float* row,
-                             bool is_key);
+  // One row into per-token groups of `layout` (the quantized or the band pages).
+  void quantize_token_groups(std::byte* page, const PageLayout& layout, int64_t layer, int64_t kv_head,
+                             int64_t slot, const float* row, bool is_key);
   void quantize_key_channels(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin,
                              int64_t end);
+  void read_codes(const PageLayout& layout, PageKind kind, int64_t layer, const std::vector<LogicalPage>& pages,
+                  int64_t kv_head, int64_t begin, int64_t end, float* keys_out, float* values_out) const;
 
   KvCacheConfig config_;
   PageLayout layout_;
+  KvCacheConfig band_config_;  // the band's format (KvCacheConfig::band_config())
+  PageLayout band_layout_;     // bits == 0 without a band
   KvPageCounts capacity_;
   std::vector<std::vector<std::byte>> full_arenas_;       // per layer
   std::vector<std::vector<std::byte>> quantized_arenas_;  // per layer
+  std::vector<std::vector<std::byte>> band_arenas_;       // per layer
   std::vector<float> key_feedback_;                       // [layers][kv_heads][D][D], or empty
   std::vector<float> value_feedback_;                     // [layers][kv_heads][D][D], or empty
 };

@@ -47,6 +47,8 @@ void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
   require(kv.dtype != KvDtype::f32, "--device cuda: --kv-dtype f32 exists on the CPU reference only");
   require(kv.page_size_tokens % 16 == 0, "--device cuda: --kv-page-size must be a multiple of 16, got {}",
           kv.page_size_tokens);
+  require(!kv.has_band(), "--device cuda: --kv-band-tokens runs on the CPU backend only (--device cpu): the CUDA "
+          "kernels do not read 4-bit band pages");
   if (kv.quantized()) {
     require(kv.group_size == 32 || kv.group_size == 64 || kv.group_size == 128,
             "--device cuda: --kv-group-size must be 32, 64 or 128, got {}", kv.group_size);
