@@ -86,6 +86,15 @@ jobs() {
     echo "unseen-$method-g128-clipsearch ppl --text $unseen $(method_flags $method 128) --kv-clip-search"
   done
   echo "all attn-error --kv-rotations $rotations"
+  # A 4-bit band of 768 tokens behind the bf16 window (--kv-band-tokens; the CPU backend only, KIVI
+  # has none): the methods that can have it, on both texts, and OSCAR's needles with it.
+  if [[ $DEVICE == cpu ]]; then
+    for method in oscar quarot naive; do
+      echo "$method-g128-band768 ppl $(method_flags $method 128) --kv-band-tokens 768"
+      echo "unseen-$method-g128-band768 ppl --text $unseen $(method_flags $method 128) --kv-band-tokens 768"
+    done
+    echo "oscar-g128-band768 niah $(method_flags oscar 128) --kv-band-tokens 768"
+  fi
   # The needle prompts again with other seeds (the niah jobs above use seed 1): the run-to-run
   # spread of a 120-prompt result, and the gap to bf16 measured on more prompts.
   for seed in ${NIAH_SEEDS:-}; do
