@@ -148,6 +148,8 @@ void EngineService::publish_snapshot() {
   snapshot_.full_pages_free = pools.full.free_pages();
   snapshot_.quantized_pages_used = pools.quantized.used_pages();
   snapshot_.quantized_pages_free = pools.quantized.free_pages();
+  snapshot_.band_pages_used = pools.band.used_pages();
+  snapshot_.band_pages_free = pools.band.free_pages();
   snapshot_.bits_per_element = tokens > 0 ? bits_per_element(layout, held, tokens) : 0.0;
   snapshot_.generated_tokens = engine_->counters().generated_tokens;
   snapshot_.cached_prompt_tokens = engine_->counters().cached_prompt_tokens;

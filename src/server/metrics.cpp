@@ -61,6 +61,8 @@ std::string ServerMetrics::render(const EngineSnapshot& e) const {
   out += fmt::format("oscar_kv_pages{{format=\"bf16\",state=\"free\"}} {}\n", e.full_pages_free);
   out += fmt::format("oscar_kv_pages{{format=\"quantized\",state=\"used\"}} {}\n", e.quantized_pages_used);
   out += fmt::format("oscar_kv_pages{{format=\"quantized\",state=\"free\"}} {}\n", e.quantized_pages_free);
+  out += fmt::format("oscar_kv_pages{{format=\"band\",state=\"used\"}} {}\n", e.band_pages_used);
+  out += fmt::format("oscar_kv_pages{{format=\"band\",state=\"free\"}} {}\n", e.band_pages_free);
   gauge("kv_bits_per_element", "Bits per K/V element of the running requests' KV pages.", e.bits_per_element);
   const double hit_rate = e.prompt_tokens > 0 ? double(e.cached_prompt_tokens) / double(e.prompt_tokens) : 0.0;
   gauge("prefix_cache_hit_rate", "Share of prompt tokens served from the prefix cache.", hit_rate);

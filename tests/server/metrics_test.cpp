@@ -80,6 +80,7 @@ TEST(Metrics, TextFormatAndKvCacheGaugesThatMove) {
   EXPECT_EQ(types.at("oscar_prefix_cache_hit_rate"), "gauge");
   EXPECT_EQ(value(before, pages("bf16", "free")), 128);
   EXPECT_EQ(value(before, pages("quantized", "free")), 96);
+  EXPECT_EQ(value(before, pages("band", "free")), 0);  // no --kv-band-tokens: no band pool
   EXPECT_EQ(value(before, "oscar_time_to_first_token_seconds_count"), 0);
   EXPECT_EQ(value(before, "oscar_prefix_cache_hit_rate"), 0);
 
