@@ -1,7 +1,7 @@
 #pragma once
 // The bytes of the KV cache in host memory: per layer, one arena of full-precision pages, one of
-// quantized pages and, with a band, one of 4-bit band pages, indexed through PageLayout. This is the reference for the CUDA write path
-// (cuda/kv_write.cu) and its readers.
+// quantized pages and, with a band, one of 4-bit band pages, indexed through PageLayout. This is
+// the reference for the CUDA write path (cuda/kv_write.cu) and its readers.
 #include <cstddef>
 #include <cstdint>
 #include <span>
