@@ -166,8 +166,9 @@ def gap_to_bf16(counts, name):
     return mean, T95.get(len(diffs) - 1, 1.96) * sd / math.sqrt(len(diffs)), diffs
 
 
-# Student's t, two-sided 95%, by degrees of freedom (the seed sweep has 19).
-T95 = {9: 2.262, 14: 2.145, 19: 2.093, 24: 2.064, 29: 2.045}
+# Student's t, two-sided 95%, by degrees of freedom (the seed sweep has 19, the band's CPU seeds 6).
+T95 = {2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 14: 2.145, 19: 2.093,
+       24: 2.064, 29: 2.045}
 
 
 def niah_seeds_section(lines, counts):
@@ -285,6 +286,24 @@ def target_summary(lines, seed_counts):
 BAND_METHODS = ["oscar", "quarot", "naive"]  # KIVI's keys are grouped over tokens: no band
 
 
+def band_niah_seeds(seed1, bf16_seed1):
+    """(band correct, bf16 correct) per seed: seed 1 from the CPU campaign, the others from
+    raw/niah-band-seeds/ against the CUDA campaign's bf16 run of the same seed."""
+    pairs = [(seed1["correct"], bf16_seed1["correct"])]
+    for path in sorted((RAW / "niah-band-seeds").glob("oscar-g128-band768-seed*.json")):
+        seed = path.stem.rsplit("seed", 1)[1]
+        reference = load(f"bf16-seed{seed}", CUDA_RAW / "niah-seeds")
+        if reference is not None:
+            pairs.append((json.loads(path.read_text())["correct"], reference["correct"]))
+    return pairs
+
+
+def t_interval(differences):
+    """Mean and the half-width of its 95% t interval."""
+    mean, sd = mean_sd(differences)
+    return mean, T95.get(len(differences) - 1, 1.96) * sd / math.sqrt(len(differences))
+
+
 def band_section(lines):
     """The 4-bit band of 768 tokens behind the bf16 window (--kv-band-tokens 768, CPU backend only),
     per method that can have one, on both texts, against the targets; from the CPU campaign."""
@@ -338,11 +357,18 @@ def band_section(lines):
         # Prompts lost against bf16, and those whose needle (at depth x context) lies behind the band.
         lost = [(c, b["correct"] - c["correct"]) for c, b in zip(banded["cells"], bf16["cells"]) if b["correct"] > c["correct"]]
         behind = sum(n for c, n in lost if c["depth"] * c["context"] < c["context"] - 256 - 768)
+        seeds = band_niah_seeds(banded, bf16)
+        over_seeds = "20 seeds not run on the CPU"
+        if len(seeds) >= 3:
+            mean, half = t_interval([band - ref for band, ref in seeds])
+            over_seeds = (f"over {len(seeds)} seeds (docs/results/experiments.md): {mean:+.2f} per {bf16['total']}, "
+                          f"95% CI {mean - half:+.2f} to {mean + half:+.2f}, **{'met' if mean >= -2 else 'missed'}** "
+                          "on average")
         lines.append(f"| NIAH within 1-2 prompts of bf16 | {banded['correct']} of {banded['total']} with seed 1 "
                      f"([svg]({RAW.name}/niah-oscar-g128-band768.svg)), bf16 {bf16['correct']}; without the band "
                      f"{default['correct']}, {same} of {len(default['cells'])} cells alike ({behind} of the "
                      f"{sum(n for _, n in lost)} prompts lost against bf16 have their needle behind the band, in "
-                     f"2-bit keys) | {verdict(gap <= 2)} with this seed; 20 seeds not run on the CPU |")
+                     f"2-bit keys) | {verdict(gap <= 2)} with this seed; {over_seeds} |")
     lines.append("")
 
 
