@@ -161,10 +161,7 @@ void PrefixCache::release(Cursor& cursor) {
 }
 
 bool PrefixCache::evict(KvPageCounts needed) {
-  auto enough = [&] {
-    return pools_.can_allocate(needed);
-  };
-  while (!enough()) {
+  while (!pools_.can_allocate(needed)) {
     // The least recently used leaf that no sequence pins.
     Node* victim = nullptr;
     std::function<void(Node&)> find = [&](Node& node) {

@@ -113,9 +113,9 @@ void CpuKvStore::set_feedback(std::vector<float> key_factors, std::vector<float>
   value_feedback_ = std::move(value_factors);
 }
 
-void CpuKvStore::quantize_token_groups(std::byte* page, const PageLayout& layout, int64_t layer, int64_t kv_head,
-                                       int64_t slot, const float* row, bool is_key) {
-  const bool band = &layout == &band_layout_;
+void CpuKvStore::quantize_token_groups(std::byte* page, bool band, int64_t layer, int64_t kv_head, int64_t slot,
+                                       const float* row, bool is_key) {
+  const PageLayout& layout = band ? band_layout_ : layout_;
   const int bits = layout.bits;
   const int64_t g = layout.group_size;
   const int64_t d = layout.head_dim;
@@ -157,11 +157,11 @@ void CpuKvStore::quantize(int64_t layer, const std::vector<LogicalPage>& pages, 
     const int64_t slot = position % layout_.page_size_tokens;
     for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
       read_full(layer, pages, h, position, position + 1, keys.data(), values.data());
-      if (!layout_.keys_per_channel) quantize_token_groups(target, layout_, layer, h, slot, keys.data(), true);
-      quantize_token_groups(target, layout_, layer, h, slot, values.data(), false);
+      if (!layout_.keys_per_channel) quantize_token_groups(target, /*band=*/false, layer, h, slot, keys.data(), true);
+      quantize_token_groups(target, /*band=*/false, layer, h, slot, values.data(), false);
       if (banded) {
-        quantize_token_groups(band_target, band_layout_, layer, h, slot, keys.data(), true);
-        quantize_token_groups(band_target, band_layout_, layer, h, slot, values.data(), false);
+        quantize_token_groups(band_target, /*band=*/true, layer, h, slot, keys.data(), true);
+        quantize_token_groups(band_target, /*band=*/true, layer, h, slot, values.data(), false);
       }
     }
   }

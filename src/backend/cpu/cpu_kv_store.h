@@ -49,9 +49,9 @@ class CpuKvStore {
   const std::byte* page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
                         PageKind kind) const;
   void load_full_row(const std::byte* source, float* out) const;
-  // One row into per-token groups of `layout` (the quantized or the band pages).
-  void quantize_token_groups(std::byte* page, const PageLayout& layout, int64_t layer, int64_t kv_head,
-                             int64_t slot, const float* row, bool is_key);
+  // One row into per-token groups of a quantized page, or of a band page in the band's format.
+  void quantize_token_groups(std::byte* page, bool band, int64_t layer, int64_t kv_head, int64_t slot,
+                             const float* row, bool is_key);
   void quantize_key_channels(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin,
                              int64_t end);
   void read_codes(const PageLayout& layout, PageKind kind, int64_t layer, const std::vector<LogicalPage>& pages,

@@ -55,7 +55,8 @@ void for_each_split(int64_t begin, int64_t end, int64_t split, int64_t waves, Vi
   }
 }
 
-int64_t round_up(int64_t value, int64_t multiple) { return (value + multiple - 1) / multiple * multiple; }
+int64_t ceil_div(int64_t value, int64_t divisor) { return (value + divisor - 1) / divisor; }
+int64_t round_up(int64_t value, int64_t multiple) { return ceil_div(value, multiple) * multiple; }
 
 int32_t narrow(int64_t value) {
   require(value >= 0 && value <= INT32_MAX, "CUDA step plan: value {} does not fit 32 bits", value);
@@ -97,12 +98,12 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
   // short as the rows allow.
   auto pieces = [&](int64_t split) {
     int64_t count = 0;
-    for (const int64_t row : decode_rows) count += (row + split - 1) / split;
+    for (const int64_t row : decode_rows) count += ceil_div(row, split);
     return count * shape.num_kv_heads;
   };
   for (const int64_t waves : {1, 2}) {
     const int64_t budget = waves * slots;
-    const int64_t even = (work + budget - 1) / budget;
+    const int64_t even = ceil_div(work, budget);
     int64_t split = std::max(kDecodeSplitAlignment, round_up(even, kFullDecodeSplitAlignment));
     while (split < kLongestDecodeSplit && pieces(split) > budget) split += kFullDecodeSplitAlignment;
     if (split < kLongestDecodeSplit && 2 * split <= longest_row) return split;
@@ -130,7 +131,7 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
           plan.decode_split_tokens, alignment);
   const int64_t split = plan.decode_split_tokens;
   const int64_t split_units = split * std::max<int64_t>(1, shape.resident_blocks);
-  const int64_t waves = (decode_positions * heads + split_units - 1) / split_units;
+  const int64_t waves = ceil_div(decode_positions * heads, split_units);
 
   for (const SequenceStep& step : steps) {
     const int64_t cached = step.kv->num_tokens();
