@@ -47,11 +47,13 @@ rotations_seed1=$out/rotations-seed1.safetensors
 # comments; the testbed was trained on Debian documentation and Linux sources).
 unseen=$out/unseen.txt
 
-# Flags of one method at one group size; every INT2 method gets the same group parameters (q8)
+# Flags of one method at one group size, with a 4-bit band of BAND tokens (0: none, the layout of
+# the main table; OSCAR's default is 768); every INT2 method gets the same group parameters (q8)
 # and clip ratios (OSCAR's defaults, 0.84 / 0.92), so the comparison is of the methods alone.
 method_flags() {
-  local method=$1 group=$2 file=${3:-$rotations}
+  local method=$1 group=$2 band=${3:-0} file=${4:-$rotations}
   local flags="--kv-cache-dtype int2 --kv-method $method --kv-group-size $group --kv-scale-format q8 --kv-clip-k 0.84 --kv-clip-v 0.92"
+  flags+=" --kv-band-tokens $band"
   [[ $method == oscar ]] && flags+=" --kv-rotations $file"
   echo "$flags"
 }
@@ -73,9 +75,9 @@ jobs() {
   for group in 128 64; do
     echo "oscar-g$group-published ppl --kv-cache-dtype int2 --kv-method oscar --kv-rotations $rotations" \
       "--kv-group-size $group --kv-scale-format f16 --kv-clip-k 0.96 --kv-clip-v 0.92" \
-      "--no-kv-key-error-feedback --no-kv-value-error-feedback"
+      "--no-kv-key-error-feedback --no-kv-value-error-feedback --kv-band-tokens 0"
   done
-  echo "oscar-g128-seed1 ppl $(method_flags oscar 128 "$rotations_seed1")"
+  echo "oscar-g128-seed1 ppl $(method_flags oscar 128 0 "$rotations_seed1")"
   echo "int4-quarot-g128 ppl --kv-cache-dtype int4 --kv-method quarot --kv-group-size 128"
   echo "unseen-bf16 ppl --text $unseen"
   for method in oscar quarot kivi naive; do echo "unseen-$method-g128 ppl --text $unseen $(method_flags $method 128)"; done
@@ -86,15 +88,13 @@ jobs() {
     echo "unseen-$method-g128-clipsearch ppl --text $unseen $(method_flags $method 128) --kv-clip-search"
   done
   echo "all attn-error --kv-rotations $rotations"
-  # A 4-bit band of 768 tokens behind the bf16 window (--kv-band-tokens; the CPU backend only, KIVI
-  # has none): the methods that can have it, on both texts, and OSCAR's needles with it.
-  if [[ $DEVICE == cpu ]]; then
-    for method in oscar quarot naive; do
-      echo "$method-g128-band768 ppl $(method_flags $method 128) --kv-band-tokens 768"
-      echo "unseen-$method-g128-band768 ppl --text $unseen $(method_flags $method 128) --kv-band-tokens 768"
-    done
-    echo "oscar-g128-band768 niah $(method_flags oscar 128) --kv-band-tokens 768"
-  fi
+  # A 4-bit band of 768 tokens behind the bf16 window (--kv-band-tokens; KIVI has none): the
+  # methods that can have it, on both texts, and OSCAR's needles with it.
+  for method in oscar quarot naive; do
+    echo "$method-g128-band768 ppl $(method_flags $method 128 768)"
+    echo "unseen-$method-g128-band768 ppl --text $unseen $(method_flags $method 128 768)"
+  done
+  echo "oscar-g128-band768 niah $(method_flags oscar 128 768)"
   # The needle prompts again with other seeds (the niah jobs above use seed 1): the run-to-run
   # spread of a 120-prompt result, and the gap to bf16 measured on more prompts.
   for seed in ${NIAH_SEEDS:-}; do
@@ -102,6 +102,7 @@ jobs() {
     for method in oscar quarot kivi naive; do
       echo "$method-g128-seed$seed niah-seed --seed $seed $(method_flags $method 128)"
     done
+    echo "oscar-g128-band768-seed$seed niah-seed --seed $seed $(method_flags oscar 128 768)"
   done
 }
 

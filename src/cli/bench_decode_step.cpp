@@ -4,13 +4,15 @@
 // random KV pages (fill_kv_cache_with_noise: no prefill needed). Each row compares the median step
 // time with its floor, (matrix bytes + KV bytes read) / measured copy bandwidth. With
 // --max-batch-context N it also finds, per KV format, the largest batch whose pages fit in the
-// memory left after the weights at context N, and its decode tokens/s.
+// memory left after the weights at context N, and its decode tokens/s. --kv-band-tokens takes a
+// list: one INT2 run per band length (0: no band).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "cli/bench_gpu_common.h"
 #include "cli/commands.h"
@@ -32,6 +34,7 @@ struct BenchDecodeStepOptions {
   int64_t max_batch_context = 0;
   int steps = 12;
   std::string scale_format = "f16";  // of the INT2 group parameters
+  std::string band_tokens = std::to_string(kOscarBandTokens);  // INT2 band lengths (--kv-band-tokens), a run each
   std::string json_path;
 };
 
@@ -56,12 +59,14 @@ std::vector<SequencePages> attach_sequences(const KvCacheConfig& kv, KvPagePools
   const int64_t p = kv.page_size_tokens, qend = quantized_end(kv, context);
   for (SequencePages& sequence : sequences) {
     std::vector<LogicalPage> table;
+    const int64_t band_start = band_begin(kv, context);
     for (int64_t page = 0; page * p < context; ++page) {
       LogicalPage ids;
       if (page * p < kv.sink_tokens || (page + 1) * p > qend) ids.full = pools.full.allocate().value();
       if (kv.quantized() && page * p < qend && (page + 1) * p > kv.sink_tokens) {
         ids.quantized = pools.quantized.allocate().value();
       }
+      if (kv.has_band() && page * p < qend && (page + 1) * p > band_start) ids.band = pools.band.allocate().value();
       table.push_back(ids);
     }
     sequence.attach_prefix(std::move(table), context);
@@ -101,7 +106,7 @@ StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int step
 // Pages for `batch` sequences of `tokens` tokens, with one page of slack per sequence and kind.
 KvPageCounts pages_for(const KvCacheConfig& kv, int64_t tokens, int64_t batch) {
   KvPageCounts one = footprint_for_tokens(kv, tokens);
-  return {batch * (one.full + 2), batch * (one.quantized + 1)};
+  return {batch * (one.full + 2), batch * (one.quantized + 1), kv.has_band() ? batch * (one.band + 2) : 0};
 }
 
 void run_bench_decode_step(const BenchDecodeStepOptions& o) {
@@ -116,8 +121,11 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const std::vector<int64_t> contexts = parse_int_list(o.contexts), batches = parse_int_list(o.batches);
   std::vector<nlohmann::json> rows;
   const std::string rotations = write_synthetic_oscar_rotations(config);
-  for (const KvDtype dtype : {KvDtype::bf16, KvDtype::int2}) {
-    const KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format), rotations);
+  std::vector<std::pair<KvDtype, int64_t>> caches = {{KvDtype::bf16, 0}};
+  for (const int64_t band : parse_int_list(o.band_tokens)) caches.emplace_back(KvDtype::int2, band);
+  for (const auto& [dtype, band] : caches) {
+    KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format), rotations);
+    kv.band_tokens = band;
     const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
     // Every page the runs below need, allocated once: the largest (context, batch) that fits.
     const int64_t budget = cuda_free_bytes() - matrix_bytes(config) - config.vocab_size * config.hidden_size * 2 -
@@ -133,7 +141,6 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
     options.kv = kv;
     options.capacity = pages_for(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
     auto backend = make_backend(weights, options);
-    if (kv.method == KvMethod::oscar) std::filesystem::remove(rotations);  // read by the backend
     fill_kv_cache_with_noise(*backend, 3);
     fmt::print("{}: room for {} sequences of {} tokens\n", describe(kv), max_sequences, longest);
     for (const int64_t context : contexts) {
@@ -163,6 +170,7 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
                       {"tokens_per_s", double(max_sequences) / r.step_ms * 1e3}});
     }
   }
+  std::filesystem::remove(rotations);  // read by the backends
   write_rows(o.json_path, gpu, rows);
 }
 #else
@@ -184,6 +192,10 @@ void register_bench_decode_step(CLI::App& bench) {
       ->capture_default_str();
   command->add_option("--steps", options->steps)->capture_default_str();
   command->add_option("--kv-scale-format", options->scale_format, "INT2 group parameters: f16, bf16 or q8")
+      ->capture_default_str();
+  command->add_option("--kv-band-tokens", options->band_tokens,
+                      "INT2: tokens behind the recent window also held at 4 bits, a list (one INT2 run each; "
+                      "0: no band)")
       ->capture_default_str();
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_step(*options); });

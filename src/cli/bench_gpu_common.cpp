@@ -128,12 +128,18 @@ std::string write_synthetic_oscar_rotations(const ModelConfig& config) {
 }
 
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {
-  const int64_t quantized = std::max<int64_t>(0, std::min(quantized_end(kv, t + 1), t + 1) - kv.sink_tokens);
+  const int64_t quantized_stop = std::min(quantized_end(kv, t + 1), t + 1);
+  const int64_t quantized = std::max<int64_t>(0, quantized_stop - kv.sink_tokens);
+  const int64_t banded = std::max<int64_t>(0, quantized_stop - std::max(kv.sink_tokens, band_begin(kv, t + 1)));
   const int64_t full = t + 1 - quantized;
   const int64_t full_token = 2 * layout.head_dim * layout.element_bytes;
-  const int64_t quantized_token =
-      layout.bits == 0 ? 0 : 2 * (layout.code_bytes_per_row + (layout.head_dim / layout.group_size) * layout.param_bytes);
-  return layout.num_kv_heads * (full * full_token + quantized * quantized_token);
+  auto quantized_token = [](const PageLayout& l) {
+    return l.bits == 0 ? 0 : 2 * (l.code_bytes_per_row + (l.head_dim / l.group_size) * l.param_bytes);
+  };
+  const int64_t band_token =
+      kv.has_band() ? quantized_token(make_band_layout(kv, layout.num_kv_heads, layout.head_dim)) : 0;
+  return layout.num_kv_heads *
+         (full * full_token + (quantized - banded) * quantized_token(layout) + banded * band_token);
 }
 
 void write_rows(const std::string& path, const GpuDescription& gpu, const std::vector<nlohmann::json>& rows) {

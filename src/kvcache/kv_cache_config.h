@@ -19,6 +19,9 @@ enum class KvMethod : uint8_t { naive, quarot, kivi, oscar };
 // ratio differs from the method document's 0.96).
 inline constexpr float kOscarKeyClip = 0.84f;
 inline constexpr float kOscarValueClip = 0.92f;
+// OSCAR's 4-bit band behind the recent window as `oscar` applies it by default to INT2 caches
+// (KvCacheConfig::band_tokens; cli/model_options.cpp says why).
+inline constexpr int64_t kOscarBandTokens = 768;
 
 struct KvCacheConfig {
   KvDtype dtype = KvDtype::bf16;

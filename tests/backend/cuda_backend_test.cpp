@@ -84,6 +84,7 @@ struct FormatCase {
   KvMethod method;
   int group;
   double tolerance;  // max relative logit difference
+  int64_t band_tokens = 0;
 
   bool two_bit() const { return dtype == KvDtype::int2; }
   // |ppl_gpu / ppl_cpu - 1| over the 1023 predictions of one sequence. OSCAR's keys and values are
@@ -106,12 +107,13 @@ BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   options.kv.sink_tokens = 16;
   options.kv.recent_tokens = 48;
   options.kv.page_size_tokens = 32;
+  options.kv.band_tokens = f.band_tokens;
   if (f.method == KvMethod::oscar) {  // with error feedback, as `oscar` runs it by default
     options.kv.rotations_path = random_rotations_file();
     options.kv.key_error_feedback = true;
     options.kv.value_error_feedback = true;
   }
-  options.capacity = {96, 96};
+  options.capacity = {96, 96, f.band_tokens > 0 ? 96 : 0};
   return options;
 }
 
@@ -256,10 +258,10 @@ TEST_P(CudaMatchesCpu, BatchedSteps) {
   const FormatCase f = GetParam();
   auto cpu = make_backend(testbed(), options_for(f, DeviceKind::cpu));
   BackendOptions gpu_options = options_for(f, DeviceKind::cuda);
-  gpu_options.capacity = {256, 256};
+  gpu_options.capacity = {256, 256, f.band_tokens > 0 ? 256 : 0};
   auto gpu = make_backend(testbed(), gpu_options);
   const KvCacheConfig& kv = gpu->kv_config();
-  KvPagePools pools{PagePool(256), PagePool(256)};
+  KvPagePools pools(gpu_options.capacity);
   const size_t lengths[] = {70, 5, 130, 33};
   constexpr int kDecodeSteps = 12;
   std::vector<std::vector<int32_t>> sequences;
@@ -301,6 +303,8 @@ INSTANTIATE_TEST_SUITE_P(
                       FormatCase{"int2_naive_g128", KvDtype::int2, KvMethod::naive, 128, 0.3},
                       FormatCase{"int2_quarot_g64", KvDtype::int2, KvMethod::quarot, 64, 0.3},
                       FormatCase{"int2_oscar_g128", KvDtype::int2, KvMethod::oscar, 128, 0.3},
+                      // The 4-bit band behind the window: band pages in migration, decode and prefill.
+                      FormatCase{"int2_oscar_g128_band40", KvDtype::int2, KvMethod::oscar, 128, 0.3, 40},
                       FormatCase{"int4_quarot_g32", KvDtype::int4, KvMethod::quarot, 32, 0.06},
                       FormatCase{"int2_kivi_g32", KvDtype::int2, KvMethod::kivi, 32, 0.3}),
     [](const auto& test_case) { return std::string(test_case.param.name); });

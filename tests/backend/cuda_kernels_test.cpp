@@ -195,8 +195,8 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
     std::vector<PageIds> page_table;
     for (int64_t r = 0; r < rows; ++r) {
       row_records.push_back({positions[size_t(r)], int32_t(page_table.size()), 0, 0});
-      page_table.resize(page_table.size() + size_t(positions[size_t(r)] / 64), PageIds{-1, -1});
-      page_table.push_back({int32_t(2 - r), -1});
+      page_table.resize(page_table.size() + size_t(positions[size_t(r)] / 64), PageIds{-1, -1, -1});
+      page_table.push_back({int32_t(2 - r), -1, -1});
     }
     std::vector<float> expected = qkv;
     std::vector<double> expected_queries, expected_keys, expected_values;
@@ -294,15 +294,21 @@ struct AttentionCase {
   double tolerance;
   int64_t sink_tokens = 64;
   int page_size_tokens = 64;  // INT2 super-tiles are 64 tokens: other sizes put one across pages
+  int64_t band_tokens = 0;
+};
+
+// The page arenas of the decode attention test, downloaded.
+struct HostArenas {
+  std::vector<std::byte> full, quantized, band;
 };
 
 // Reference: float64 softmax(q . k / sqrt(D)) v over the page bytes, dequantized by group_codec.
-std::vector<double> reference_attention(const PageLayout& layout, const KvCacheConfig& kv,
-                                        const std::vector<std::byte>& full, const std::vector<std::byte>& quantized,
+std::vector<double> reference_attention(const PageLayout& layout, const PageLayout& band_layout,
+                                        const KvCacheConfig& kv, const HostArenas& arenas,
                                         const std::vector<LogicalPage>& pages, int64_t t, const float* queries,
                                         int num_kv_heads, int group) {
   const int64_t d = layout.head_dim;
-  const int64_t boundary = quantized_end(kv, t + 1);
+  const int64_t boundary = quantized_end(kv, t + 1), band_start = band_begin(kv, t + 1);
   std::vector<double> out(size_t(num_kv_heads * group * d), 0.0);
   std::vector<float> key(static_cast<size_t>(d)), value(static_cast<size_t>(d));
   for (int h = 0; h < num_kv_heads; ++h) {
@@ -311,17 +317,21 @@ std::vector<double> reference_attention(const PageLayout& layout, const KvCacheC
       const LogicalPage page = pages[size_t(j / layout.page_size_tokens)];
       const int64_t slot = j % layout.page_size_tokens;
       if (j >= kv.sink_tokens && j < boundary) {
-        const auto* base = reinterpret_cast<const uint8_t*>(quantized.data() + page.quantized * layout.quantized_page_bytes);
-        for (int64_t g = 0; g < d / layout.group_size; ++g) {
-          dequantize_group(base + layout.key_codes(h, slot), int(g * layout.group_size), int(layout.group_size),
-                           load_params(base + layout.key_params(h, slot, g), layout.param_format), layout.bits,
-                           key.data() + g * layout.group_size);
-          dequantize_group(base + layout.value_codes(h, slot), int(g * layout.group_size), int(layout.group_size),
-                           load_params(base + layout.value_params(h, slot, g), layout.param_format), layout.bits,
-                           value.data() + g * layout.group_size);
+        const bool banded = j >= band_start;
+        const PageLayout& l = banded ? band_layout : layout;
+        const auto* base = reinterpret_cast<const uint8_t*>(
+            banded ? arenas.band.data() + page.band * l.quantized_page_bytes
+                   : arenas.quantized.data() + page.quantized * l.quantized_page_bytes);
+        for (int64_t g = 0; g < d / l.group_size; ++g) {
+          dequantize_group(base + l.key_codes(h, slot), int(g * l.group_size), int(l.group_size),
+                           load_params(base + l.key_params(h, slot, g), l.param_format), l.bits,
+                           key.data() + g * l.group_size);
+          dequantize_group(base + l.value_codes(h, slot), int(g * l.group_size), int(l.group_size),
+                           load_params(base + l.value_params(h, slot, g), l.param_format), l.bits,
+                           value.data() + g * l.group_size);
         }
       } else {
-        const std::byte* base = full.data() + page.full * layout.full_page_bytes;
+        const std::byte* base = arenas.full.data() + page.full * layout.full_page_bytes;
         for (int64_t c = 0; c < d; ++c) {
           key[size_t(c)] = bf16_to_float(reinterpret_cast<const uint16_t*>(base + layout.full_key_offset(h, slot))[c]);
           value[size_t(c)] = bf16_to_float(reinterpret_cast<const uint16_t*>(base + layout.full_value_offset(h, slot))[c]);
@@ -356,8 +366,8 @@ class CudaDecodeAttention : public ::testing::TestWithParam<AttentionCase> {
   }
 };
 
-// Three sequences at contexts that give one, a few and many splits, each page present in both
-// formats at shuffled page ids, random page bytes and queries; decode kernel + combine.
+// Three sequences at contexts that give one, a few and many splits, each page present in every
+// format at shuffled page ids, random page bytes and queries; decode kernel + combine.
 TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   const AttentionCase a = GetParam();
   KvCacheConfig kv;
@@ -367,15 +377,22 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   kv.sink_tokens = a.sink_tokens;
   kv.recent_tokens = 256;
   kv.page_size_tokens = a.page_size_tokens;
+  kv.band_tokens = a.band_tokens;
   const int num_kv_heads = 2, d = 128;
   const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
+  const PageLayout band_layout = kv.has_band() ? make_band_layout(kv, num_kv_heads, d) : PageLayout{};
   const std::vector<int64_t> contexts = {37, 700, 9001};
   int64_t page_count = 0;
   for (const int64_t t : contexts) page_count += t / kv.page_size_tokens + 1;
   DeviceBuffer<std::byte> full(size_t(page_count * layout.full_page_bytes));
   DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, page_count * layout.quantized_page_bytes)));
+  DeviceBuffer<std::byte> band(size_t(std::max<int64_t>(1, page_count * band_layout.quantized_page_bytes)));
   launch_fill_kv_noise(layout, full.data(), page_count, layout.bits > 0 ? quantized.data() : nullptr, page_count, 11,
                        nullptr);
+  if (kv.has_band()) launch_fill_kv_noise(band_layout, nullptr, 0, band.data(), page_count, 13, nullptr);
+  std::vector<int32_t> band_ids(static_cast<size_t>(page_count));
+  std::iota(band_ids.begin(), band_ids.end(), 0);
+  std::shuffle(band_ids.begin(), band_ids.end(), std::mt19937(4));
   std::vector<int32_t> ids(static_cast<size_t>(page_count));
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), std::mt19937(3));
@@ -386,7 +403,8 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   size_t next_id = 0;
   for (size_t s = 0; s < contexts.size(); ++s) {
     for (int64_t p = 0; p <= contexts[s] / kv.page_size_tokens; ++p, ++next_id) {
-      tables[s].push_back({ids[next_id], layout.bits > 0 ? ids[page_count - 1 - int64_t(next_id)] : -1});
+      tables[s].push_back({ids[next_id], layout.bits > 0 ? ids[page_count - 1 - int64_t(next_id)] : -1,
+                           kv.has_band() ? band_ids[next_id] : -1});
     }
     sequences[s].attach_prefix(tables[s], contexts[s]);
   }
@@ -409,6 +427,8 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   args.sink_tokens = kv.sink_tokens;
   args.full_pages = full.data();
   args.quantized_pages = layout.bits > 0 ? quantized.data() : nullptr;
+  args.band_layout = band_layout;
+  args.band_pages = kv.has_band() ? band.data() : nullptr;
   args.rows = device_step.rows();
   args.page_table = device_step.page_table();
   args.counts = device_step.counts();
@@ -426,11 +446,9 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   launch_attention_combine(device_step.combine(), int64_t(contexts.size()), plan.max_splits(), partials.data(),
                            num_kv_heads, a.query_group, d, out.data(), out_float.data(), nullptr);
   const auto actual = to_host(out_float, out_float.size());
-  std::vector<std::byte> host_full(full.bytes()), host_quantized(quantized.bytes());
-  check(cudaMemcpy(host_full.data(), full.data(), full.bytes(), cudaMemcpyDeviceToHost), "download");
-  check(cudaMemcpy(host_quantized.data(), quantized.data(), quantized.bytes(), cudaMemcpyDeviceToHost), "download");
+  const HostArenas arenas{to_host(full, full.size()), to_host(quantized, quantized.size()), to_host(band, band.size())};
   for (size_t s = 0; s < contexts.size(); ++s) {
-    const auto expected = reference_attention(layout, kv, host_full, host_quantized, tables[s], contexts[s],
+    const auto expected = reference_attention(layout, band_layout, kv, arenas, tables[s], contexts[s],
                                               queries.data() + int64_t(s) * q_width, num_kv_heads, a.query_group);
     const std::vector<float> got(actual.begin() + ptrdiff_t(int64_t(s) * q_width),
                                  actual.begin() + ptrdiff_t(int64_t(s + 1) * q_width));
@@ -453,7 +471,12 @@ INSTANTIATE_TEST_SUITE_P(
                                     48},
                       AttentionCase{"int2_g64_f16_gqa4_sink40_page16", KvDtype::int2, 64, ParamFormat::f16, 4, 5e-3, 40,
                                     16},
-                      AttentionCase{"int4_g128_f16_gqa4", KvDtype::int4, 128, ParamFormat::f16, 4, 5e-3}),
+                      AttentionCase{"int4_g128_f16_gqa4", KvDtype::int4, 128, ParamFormat::f16, 4, 5e-3},
+                      // The band's INT4 items beside the INT2 super-tile path and the word-load path.
+                      AttentionCase{"int2_g128_q8_gqa8_band300", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3, 64, 64,
+                                    300},
+                      AttentionCase{"int2_g32_f16_gqa4_band768", KvDtype::int2, 32, ParamFormat::f16, 4, 5e-3, 64, 64,
+                                    768}),
     [](const auto& test_case) { return std::string(test_case.param.name); });
 
 // ---- migration out of the recent window --------------------------------------------------------
@@ -466,20 +489,22 @@ struct MigrateCase {
   bool clip_search;
   bool key_feedback;
   bool value_feedback;
+  int64_t band_tokens = 0;  // > 0: the last band_tokens migrated tokens also get band copies
 };
 
 // Every quantized value of positions [begin, end) of one layer, keys then values per head and
-// position, dequantized on the host with group_codec from the quantized arena's bytes.
+// position, dequantized on the host with group_codec from the quantized (or band) arena's bytes.
 std::vector<float> dequantized_layer(const PageLayout& layout, const std::byte* arena,
-                                     const std::vector<LogicalPage>& pages, int num_kv_heads, int64_t begin,
-                                     int64_t end) {
+                                     const std::vector<LogicalPage>& pages, bool band, int num_kv_heads,
+                                     int64_t begin, int64_t end) {
   const int64_t d = layout.head_dim, g = layout.group_size;
   std::vector<float> out;
   std::vector<float> row(static_cast<size_t>(d));
   for (int h = 0; h < num_kv_heads; ++h) {
     for (int64_t p = begin; p < end; ++p) {
-      const auto* page = reinterpret_cast<const uint8_t*>(
-          arena + pages[size_t(p / layout.page_size_tokens)].quantized * layout.quantized_page_bytes);
+      const LogicalPage ids = pages[size_t(p / layout.page_size_tokens)];
+      const auto* page =
+          reinterpret_cast<const uint8_t*>(arena + (band ? ids.band : ids.quantized) * layout.quantized_page_bytes);
       const int64_t slot = p % layout.page_size_tokens;
       for (const bool key : {true, false}) {
         for (int64_t group = 0; group < d / g; ++group) {
@@ -504,7 +529,8 @@ class CudaKvMigrate : public ::testing::TestWithParam<MigrateCase> {
 // Two layers of random bf16 keys and values (channels of different magnitudes, as rotated keys
 // have), written to the CPU store and to device pages at shuffled page ids; the tokens past the
 // sink and before the recent window are quantized by CpuKvStore::quantize and by one migration
-// launch for both layers. The two must hold the same values, bit for bit.
+// launch for both layers (and with a band, the band's copies of the last ones by a second launch).
+// The two must hold the same values, bit for bit.
 TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   const MigrateCase m = GetParam();
   KvCacheConfig kv;
@@ -520,9 +546,12 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   kv.sink_tokens = 16;
   kv.recent_tokens = 32;
   kv.page_size_tokens = 32;
+  kv.band_tokens = m.band_tokens;
   const int num_layers = 2, num_kv_heads = 2, d = 128;
   const int64_t tokens = 200, begin = kv.sink_tokens, end = tokens - kv.recent_tokens;
+  const int64_t band_from = end - m.band_tokens;
   const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
+  const PageLayout band_layout = kv.has_band() ? make_band_layout(kv, num_kv_heads, d) : PageLayout{};
   const int64_t page_count = tokens / kv.page_size_tokens + 1;
   std::vector<int32_t> ids(static_cast<size_t>(page_count));
   std::iota(ids.begin(), ids.end(), 0);
@@ -530,10 +559,10 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   std::vector<LogicalPage> pages;
   std::vector<PageIds> page_table;
   for (int64_t p = 0; p < page_count; ++p) {
-    pages.push_back({ids[size_t(p)], ids[size_t(page_count - 1 - p)]});
-    page_table.push_back({pages.back().full, pages.back().quantized});
+    pages.push_back({ids[size_t(p)], ids[size_t(page_count - 1 - p)], kv.has_band() ? ids[size_t((p + 3) % page_count)] : -1});
+    page_table.push_back({pages.back().full, pages.back().quantized, pages.back().band});
   }
-  CpuKvStore store(kv, layout, num_layers, {page_count, page_count});
+  CpuKvStore store(kv, layout, num_layers, {page_count, page_count, kv.has_band() ? page_count : 0});
   // Factors of geometric spectra, a steeper one for keys than for values.
   std::vector<float> key_factors, value_factors;
   for (int i = 0; i < num_layers * num_kv_heads; ++i) {
@@ -566,14 +595,16 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
       }
       store.write_full(layer, pages, p, keys.data(), values.data());
     }
-    store.quantize(layer, pages, begin, end, /*band_from=*/end);
+    store.quantize(layer, pages, begin, end, band_from);
   }
-  std::vector<MigrateTask> tasks;
+  std::vector<MigrateTask> tasks, band_tasks;
   for (int64_t p = begin; p < end; ++p) tasks.push_back({int32_t(p), 0});
-  const StepCounts counts{0, 0, int32_t(tasks.size()), 0};
+  for (int64_t p = band_from; p < end; ++p) band_tasks.push_back({int32_t(p), 0});
+  const StepCounts counts{0, 0, int32_t(tasks.size()), 0, int32_t(band_tasks.size())};
   const auto d_full = to_device(full);
   const auto d_page_table = to_device(page_table);
   const auto d_tasks = to_device(tasks);
+  const auto d_band_tasks = to_device(band_tasks);
   const auto d_key_factors = to_device(key_factors);
   const auto d_value_factors = to_device(value_factors);
   const auto d_counts = to_device(std::vector<StepCounts>{counts});
@@ -603,25 +634,62 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
     return to_host(quantized, quantized.size());
   };
   const std::vector<std::byte> arena = migrate();
-  std::vector<float> cpu_keys(size_t((end - begin) * d)), cpu_values(cpu_keys.size());
-  int64_t mismatches = 0, compared = 0;
-  for (int layer = 0; layer < num_layers; ++layer) {
-    const std::vector<float> gpu = dequantized_layer(layout, arena.data() + layer * quantized_layer_bytes, pages,
-                                                     num_kv_heads, begin, end);
-    for (int h = 0; h < num_kv_heads; ++h) {
-      store.read_quantized(layer, pages, h, begin, end, cpu_keys.data(), cpu_values.data());
-      for (int64_t p = 0; p < end - begin; ++p) {
-        for (int c = 0; c < d; ++c, compared += 2) {
-          const size_t row = size_t(((h * (end - begin) + p) * 2) * d + c);
-          mismatches += gpu[row] != cpu_keys[size_t(p * d + c)];
-          mismatches += gpu[row + size_t(d)] != cpu_values[size_t(p * d + c)];
+  // The arena's values of positions [from, end) against the CPU store's.
+  auto mismatches_in = [&](const PageLayout& l, const std::vector<std::byte>& bytes, int64_t layer_bytes, bool band,
+                           int64_t from, int64_t& compared) {
+    std::vector<float> cpu_keys(size_t((end - from) * d)), cpu_values(cpu_keys.size());
+    int64_t mismatches = 0;
+    for (int layer = 0; layer < num_layers; ++layer) {
+      const std::vector<float> gpu = dequantized_layer(l, bytes.data() + layer * layer_bytes, pages, band,
+                                                       num_kv_heads, from, end);
+      for (int h = 0; h < num_kv_heads; ++h) {
+        if (band) {
+          store.read_band(layer, pages, h, from, end, cpu_keys.data(), cpu_values.data());
+        } else {
+          store.read_quantized(layer, pages, h, from, end, cpu_keys.data(), cpu_values.data());
+        }
+        for (int64_t p = 0; p < end - from; ++p) {
+          for (int c = 0; c < d; ++c, compared += 2) {
+            const size_t row = size_t(((h * (end - from) + p) * 2) * d + c);
+            mismatches += gpu[row] != cpu_keys[size_t(p * d + c)];
+            mismatches += gpu[row + size_t(d)] != cpu_values[size_t(p * d + c)];
+          }
         }
       }
     }
-  }
+    return mismatches;
+  };
+  int64_t compared = 0;
+  const int64_t mismatches = mismatches_in(layout, arena, quantized_layer_bytes, false, begin, compared);
   std::printf("[ %s ] %lld of %lld values differ from the CPU store\n", m.name, static_cast<long long>(mismatches),
               static_cast<long long>(compared));
   EXPECT_EQ(mismatches, 0);
+  if (kv.has_band()) {
+    const int64_t band_layer_bytes = page_count * band_layout.quantized_page_bytes;
+    DeviceBuffer<std::byte> band(size_t(num_layers * band_layer_bytes));
+    check(cudaMemset(band.data(), 0, band.bytes()), "memset");
+    KvMigrateArgs band_args;
+    band_args.layout = band_layout;
+    band_args.band = true;
+    band_args.full_pages = args.full_pages;
+    band_args.quantized_pages = band.data();
+    band_args.num_layers = num_layers;
+    band_args.full_layer_bytes = args.full_layer_bytes;
+    band_args.quantized_layer_bytes = band_layer_bytes;
+    band_args.page_table = args.page_table;
+    band_args.tasks = d_band_tasks.data();
+    band_args.counts = args.counts;
+    band_args.num_kv_heads = num_kv_heads;
+    band_args.q8_scales = args.q8_scales;
+    launch_kv_migrate(band_args, int64_t(band_tasks.size()), 0, nullptr);
+    int64_t band_compared = 0;
+    const int64_t band_mismatches =
+        mismatches_in(band_layout, to_host(band, band.size()), band_layer_bytes, true, band_from, band_compared);
+    std::printf("[ %s ] band: %lld of %lld values differ from the CPU store\n", m.name,
+                static_cast<long long>(band_mismatches), static_cast<long long>(band_compared));
+    EXPECT_EQ(band_compared, 2 * num_layers * num_kv_heads * m.band_tokens * d);
+    EXPECT_EQ(band_mismatches, 0);
+  }
   if (m.key_feedback || m.value_feedback) {  // feedback changed codes: the comparison was not of nearest rounding
     args.key_feedback = nullptr;
     args.value_feedback = nullptr;
@@ -634,6 +702,7 @@ INSTANTIATE_TEST_SUITE_P(
     Formats, CudaKvMigrate,
     ::testing::Values(
         MigrateCase{"int2_g128_q8_clip_feedback", KvDtype::int2, 128, ParamFormat::q8, false, true, true},  // OSCAR's defaults
+        MigrateCase{"int2_g128_q8_clip_feedback_band", KvDtype::int2, 128, ParamFormat::q8, false, true, true, 100},
         MigrateCase{"int2_g128_q8_search_feedback", KvDtype::int2, 128, ParamFormat::q8, true, true, true},
         MigrateCase{"int2_g64_q8_search_feedback", KvDtype::int2, 64, ParamFormat::q8, true, true, true},
         MigrateCase{"int2_g128_q8_search_value_feedback", KvDtype::int2, 128, ParamFormat::q8, true, false, true},

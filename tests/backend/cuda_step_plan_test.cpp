@@ -1,7 +1,8 @@
 // The CUDA step plan's decode split (plain C++, runs without a GPU): every key position a decode
-// row reads is in exactly one item of the right format, items come most bytes first, the last
-// wave of a long quantized range is cut finer, and each item has its own partial record; and when
-// the migrations may run before the first layer.
+// row reads is in exactly one item of the right format (the band's too), items come longest
+// first, the last wave of a long quantized range is cut finer, and each item has its own partial
+// record; when the migrations may run before the first layer, and which migrated tokens get band
+// copies.
 #include <gtest/gtest.h>
 
 #ifdef OSCAR_HAVE_CUDA
@@ -20,11 +21,13 @@ struct PlannedRows {
   std::vector<int32_t> tokens;
   StepPlan plan;
 
-  PlannedRows(const std::vector<int64_t>& contexts, int64_t resident_blocks, KvDtype dtype = KvDtype::int2) {
+  PlannedRows(const std::vector<int64_t>& contexts, int64_t resident_blocks, KvDtype dtype = KvDtype::int2,
+              int64_t band_tokens = 0) {
     kv.dtype = dtype;
     kv.group_size = 128;
     kv.sink_tokens = 64;
     kv.recent_tokens = 256;
+    kv.band_tokens = band_tokens;
     kv.page_size_tokens = 64;
     sequences.resize(contexts.size());
     tokens.assign(contexts.size(), 1);
@@ -32,8 +35,8 @@ struct PlannedRows {
     int32_t next_page = 0;
     for (size_t s = 0; s < contexts.size(); ++s) {
       std::vector<LogicalPage> pages;
-      for (int64_t p = 0; p <= contexts[s] / kv.page_size_tokens; ++p, next_page += 2) {
-        pages.push_back({next_page, kv.quantized() ? next_page + 1 : -1});
+      for (int64_t p = 0; p <= contexts[s] / kv.page_size_tokens; ++p, next_page += 3) {
+        pages.push_back({next_page, kv.quantized() ? next_page + 1 : -1, kv.has_band() ? next_page + 2 : -1});
       }
       sequences[s].attach_prefix(pages, contexts[s]);
       steps.push_back({std::span(&tokens[s], 1), &sequences[s], false});
@@ -43,31 +46,42 @@ struct PlannedRows {
   }
 };
 
+// Without a band and with one of 768 tokens (short rows, rows whose band is cut by the sink, long
+// rows).
 TEST(CudaStepPlan, DecodeItemsCoverEachRowOnceInTheRightFormat) {
-  const std::vector<int64_t> contexts = {37, 700, 9001, 32767};
-  const PlannedRows p(contexts, 528);
-  for (size_t row = 0; row < contexts.size(); ++row) {
-    const int64_t t = contexts[row];  // the new token's position
-    const int64_t quantized_end = p.plan.rows[row].quantized_end;
-    std::vector<int> seen(size_t(t + 1), 0);
-    for (const DecodeItem& item : p.plan.decode_items) {
-      if (item.row != int32_t(row)) continue;
-      ASSERT_LT(item.begin, item.end);
-      EXPECT_EQ(item.page_table, p.plan.rows[row].page_table) << "row " << row;
-      for (int64_t j = item.begin; j < item.end; ++j) {
-        ++seen[size_t(j)];
-        const bool quantized = j >= p.kv.sink_tokens && j < quantized_end;
-        EXPECT_EQ(item.quantized != 0, quantized) << "row " << row << " position " << j;
+  const std::vector<int64_t> contexts = {37, 700, 1500, 9001, 32767};
+  for (const int64_t band : {0, 768}) {
+    const PlannedRows p(contexts, 528, KvDtype::int2, band);
+    for (size_t row = 0; row < contexts.size(); ++row) {
+      const int64_t t = contexts[row];  // the new token's position
+      const int64_t quantized_stop = quantized_end(p.kv, t + 1), band_start = band_begin(p.kv, t + 1);
+      ASSERT_EQ(p.plan.rows[row].quantized_end, quantized_stop);
+      ASSERT_EQ(p.plan.rows[row].band_begin, band_start);
+      EXPECT_EQ(band_start, band == 0 ? quantized_stop : std::max<int64_t>(p.kv.sink_tokens, quantized_stop - band));
+      std::vector<int> seen(size_t(t + 1), 0);
+      for (const DecodeItem& item : p.plan.decode_items) {
+        if (item.row != int32_t(row)) continue;
+        ASSERT_LT(item.begin, item.end);
+        EXPECT_EQ(item.page_table, p.plan.rows[row].page_table) << "row " << row;
+        for (int64_t j = item.begin; j < item.end; ++j) {
+          ++seen[size_t(j)];
+          const bool quantized = j >= p.kv.sink_tokens && j < quantized_stop;
+          const KeyPages expected = !quantized ? KeyPages::full : j >= band_start ? KeyPages::band : KeyPages::quantized;
+          EXPECT_EQ(item.pages, expected) << "band " << band << ", row " << row << ", position " << j;
+        }
       }
+      for (int64_t j = 0; j <= t; ++j) ASSERT_EQ(seen[size_t(j)], 1) << "row " << row << " position " << j;
     }
-    for (int64_t j = 0; j <= t; ++j) ASSERT_EQ(seen[size_t(j)], 1) << "row " << row << " position " << j;
   }
 }
 
-TEST(CudaStepPlan, DecodeItemsComeMostBytesFirstWithTheirOwnRecords) {
-  const PlannedRows p({9001, 32767, 32767, 700}, 528);
+TEST(CudaStepPlan, DecodeItemsComeLongestFirstWithTheirOwnRecords) {
+  const PlannedRows p({9001, 32767, 32767, 700}, 528, KvDtype::int2, 768);
   const auto& items = p.plan.decode_items;
-  auto bits = [](const DecodeItem& item) { return int64_t(item.end - item.begin) * (item.quantized ? 2 : 16); };
+  auto bits = [](const DecodeItem& item) {
+    const int64_t per_position = item.pages == KeyPages::quantized ? 2 : 16;  // the band's slower path too
+    return int64_t(item.end - item.begin) * per_position;
+  };
   for (size_t i = 1; i < items.size(); ++i) EXPECT_GE(bits(items[i - 1]), bits(items[i])) << "item " << i;
   std::set<int32_t> records;
   for (const DecodeItem& item : items) {
@@ -87,7 +101,7 @@ int64_t fine_positions(const PlannedRows& p, int64_t& fine_pieces) {
   int64_t total = 0;
   fine_pieces = 0;
   for (const DecodeItem& item : p.plan.decode_items) {
-    if (!item.quantized || item.row != 0) continue;
+    if (item.pages != KeyPages::quantized || item.row != 0) continue;
     const int64_t length = item.end - item.begin;
     EXPECT_LE(length, split);
     if (length == split || item.begin == p.kv.sink_tokens || item.end == end) continue;
@@ -130,7 +144,7 @@ TEST(CudaStepPlan, ShortSplitsAreNotCutFiner) {
   const int64_t split = p.plan.decode_split_tokens;
   ASSERT_LT(split / 4, 2 * kDecodeSplitAlignment);
   int64_t pieces = 0;
-  for (const DecodeItem& item : p.plan.decode_items) pieces += item.quantized;
+  for (const DecodeItem& item : p.plan.decode_items) pieces += item.pages == KeyPages::quantized;
   const int64_t quantized_positions = p.plan.rows[0].quantized_end - p.kv.sink_tokens;
   EXPECT_LE(pieces, quantized_positions / split + 2);
 }
@@ -195,6 +209,52 @@ TEST(CudaStepPlan, MigrationsReadEarlierStepsOnlyInDecodeStepsWithARecentWindow)
   ASSERT_EQ(no_window.migrate.size(), 1u);
   EXPECT_EQ(no_window.migrate[0].position, 1000);
   EXPECT_FALSE(no_window.migrations_read_earlier_steps);
+}
+
+// The migrated tokens that get band copies: those some query of the step reads from the band
+// (band_step_begin), as CpuKvStore::quantize's band_from.
+TEST(CudaStepPlan, BandCopiesAreMadeOfTheMigratedTokensTheStepReadsFromTheBand) {
+  KvCacheConfig kv;
+  kv.dtype = KvDtype::int2;
+  kv.group_size = 128;
+  kv.sink_tokens = 64;
+  kv.recent_tokens = 256;
+  kv.band_tokens = 768;
+  kv.page_size_tokens = 64;
+  auto plan_for = [&](int64_t cached, int64_t new_tokens, int64_t full_precision_until) {
+    std::vector<LogicalPage> pages;
+    for (int32_t p = 0; p <= int32_t((cached + new_tokens) / kv.page_size_tokens); ++p) {
+      pages.push_back({3 * p, 3 * p + 1, 3 * p + 2});
+    }
+    SequencePages sequence(full_precision_until);
+    sequence.attach_prefix(pages, cached);
+    const std::vector<int32_t> tokens(size_t(new_tokens), 1);
+    const std::vector<SequenceStep> steps = {{std::span(tokens), &sequence, false}};
+    return make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132});
+  };
+  auto positions = [](const std::vector<MigrateTask>& tasks) {
+    std::vector<int64_t> out;
+    for (const MigrateTask& task : tasks) out.push_back(task.position);
+    return out;
+  };
+  // A decode step: the one token leaving the window enters the band.
+  const StepPlan decode = plan_for(5000, 1, 0);
+  EXPECT_EQ(positions(decode.band_migrate), std::vector<int64_t>{5001 - 256 - 1});
+  EXPECT_EQ(decode.counts().band_migrate_tasks, 1);
+  // The first decode step after a prompt prefilled in full precision quantizes the whole prompt;
+  // only its last 768 quantized tokens are read from the band.
+  const StepPlan first = plan_for(5000, 1, 5000);
+  ASSERT_EQ(first.migrate.size(), size_t(5001 - 256 - 64));
+  ASSERT_EQ(first.band_migrate.size(), 768u);
+  EXPECT_EQ(first.band_migrate.front().position, 5001 - 256 - 768);
+  EXPECT_EQ(first.band_migrate.back().position, 5001 - 256 - 1);
+  // A chunk's first query reads the band from band_begin(cached + 1): every token the chunk
+  // migrates from there on gets a copy.
+  const StepPlan chunk = plan_for(3000, 600, 0);
+  EXPECT_EQ(positions(chunk.band_migrate), positions(chunk.migrate));
+  // No band: no copies.
+  kv.band_tokens = 0;
+  EXPECT_TRUE(plan_for(5000, 1, 5000).band_migrate.empty());
 }
 
 }  // namespace

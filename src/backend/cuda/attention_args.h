@@ -16,6 +16,8 @@ struct AttentionArgs {
   int64_t sink_tokens = 0;
   const std::byte* full_pages = nullptr;       // this layer's full-precision arena
   const std::byte* quantized_pages = nullptr;  // this layer's quantized arena (may be null)
+  PageLayout band_layout;                      // of the band's pages (make_band_layout)
+  const std::byte* band_pages = nullptr;       // this layer's band arena (null without a band)
   const QueryRow* rows = nullptr;
   const PageIds* page_table = nullptr;
   const StepCounts* counts = nullptr;          // device copy of the step's counts

@@ -1,7 +1,8 @@
 // The CUDA Backend: one step = the host builds the work records (step_plan.h) and uploads them,
 // then every layer runs on one stream as CpuBackend::forward does on the host:
 //   add + RMSNorm -> q|k|v product -> q/k norm + RoPE -> rotate q and k, write K/V pages ->
-//   migrate tokens leaving the recent window -> attention (decode + prefill kernels, combine) ->
+//   migrate tokens leaving the recent window (and copy those the band reads into band pages) ->
+//   attention (decode + prefill kernels, combine) ->
 //   o product -> add + RMSNorm -> gate|up product -> SwiGLU -> down product
 // (when the tokens leaving the window were all written by earlier steps, as in decode steps, one
 // migration launch for all layers comes before the first layer instead)
@@ -47,8 +48,6 @@ void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
   require(kv.dtype != KvDtype::f32, "--device cuda: --kv-dtype f32 exists on the CPU reference only");
   require(kv.page_size_tokens % 16 == 0, "--device cuda: --kv-page-size must be a multiple of 16, got {}",
           kv.page_size_tokens);
-  require(!kv.has_band(), "--device cuda: --kv-band-tokens runs on the CPU backend only (--device cpu): the CUDA "
-          "kernels do not read 4-bit band pages");
   if (kv.quantized()) {
     require(kv.group_size == 32 || kv.group_size == 64 || kv.group_size == 128,
             "--device cuda: --kv-group-size must be 32, 64 or 128, got {}", kv.group_size);
@@ -63,6 +62,7 @@ struct LaunchSizes {
   int64_t max_splits = 0;    // bound of a row's partial records (the combine kernel's threads)
   bool decode_items = false;
   int64_t migrate_bound = 0;  // grid bound of the migration kernel (it loops over the device count)
+  int64_t band_migrate_bound = 0;  // ... and of its launch for the band's copies
   int64_t key_groups = 0;
   // Migrate for all layers in one launch before the first layer (StepPlan::migrations_read_earlier_steps)
   // instead of one launch per layer after the layer's write.
@@ -86,12 +86,14 @@ class CudaBackend final : public Backend {
  private:
   void enqueue_step(const LaunchSizes& sizes, ActivationObserver* observer);
   void enqueue_migration(int64_t first_layer, int64_t layers, const LaunchSizes& sizes);
+  KvMigrateArgs migration_args(int64_t first_layer, int64_t layers, bool band) const;
   void enqueue_attention(int64_t layer, const LaunchSizes& sizes);
   void observe(int64_t layer, int64_t rows, ActivationObserver& observer);
 
   ModelConfig config_;
   KvCacheConfig kv_;
   PageLayout layout_;
+  PageLayout band_layout_;  // of the band's pages (bits 0 without a band)
   KvPageCounts capacity_;
   cudaStream_t stream_ = nullptr;
   DeviceWeights weights_;
@@ -113,6 +115,9 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
     : config_(weights.config),
       kv_(options.kv),
       layout_(make_page_layout(options.kv, weights.config.num_kv_heads, weights.config.head_dim)),
+      band_layout_(options.kv.has_band() ? make_band_layout(options.kv, weights.config.num_kv_heads,
+                                                            weights.config.head_dim)
+                                         : PageLayout{}),
       capacity_(options.capacity) {
   check_supported(config_, kv_);
   require(cuda_device_count() > 0, "--device cuda: no CUDA device is present");
@@ -162,6 +167,7 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
   sizes.max_splits = plan.max_splits();
   sizes.decode_items = !plan.decode_items.empty();
   sizes.migrate_bound = int64_t(plan.migrate.size());
+  sizes.band_migrate_bound = int64_t(plan.band_migrate.size());
   sizes.key_groups = int64_t(plan.key_groups.size());
   sizes.migrate_first = plan.migrations_read_earlier_steps;
   const bool graph = observer == nullptr && plan.decode_only && plan_shape_.fast_decode;
@@ -171,6 +177,7 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
     sizes.max_splits = INT32_MAX;
     sizes.decode_items = true;
     sizes.migrate_bound = rows;
+    sizes.band_migrate_bound = kv_.has_band() ? rows : 0;
     graphs_.run({rows, sizes.migrate_first}, stream_, [&] { enqueue_step(sizes, nullptr); });
   } else {
     enqueue_step(sizes, observer);
@@ -243,26 +250,37 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
 
 void CudaBackend::enqueue_migration(int64_t first_layer, int64_t layers, const LaunchSizes& sizes) {
   if (!kv_.quantized()) return;
+  launch_kv_migrate(migration_args(first_layer, layers, false), sizes.migrate_bound, sizes.key_groups, stream_);
+  if (sizes.band_migrate_bound > 0) {
+    launch_kv_migrate(migration_args(first_layer, layers, true), sizes.band_migrate_bound, 0, stream_);
+  }
+}
+
+// The band's copies are quantized in its own format (KvCacheConfig::band_config): no clipping,
+// nearest rounding.
+KvMigrateArgs CudaBackend::migration_args(int64_t first_layer, int64_t layers, bool band) const {
   KvMigrateArgs migrate;
-  migrate.layout = layout_;
+  migrate.layout = band ? band_layout_ : layout_;
+  migrate.band = band;
   migrate.full_pages = pages_->full(first_layer);
-  migrate.quantized_pages = pages_->quantized(first_layer);
+  migrate.quantized_pages = band ? pages_->band(first_layer) : pages_->quantized(first_layer);
   migrate.num_layers = int(layers);
   migrate.full_layer_bytes = pages_->full_layer_bytes();
-  migrate.quantized_layer_bytes = pages_->quantized_layer_bytes();
+  migrate.quantized_layer_bytes = band ? pages_->band_layer_bytes() : pages_->quantized_layer_bytes();
   migrate.page_table = step_.page_table();
-  migrate.tasks = step_.migrate();
+  migrate.tasks = band ? step_.band_migrate() : step_.migrate();
   migrate.key_groups = step_.key_groups();
   migrate.counts = step_.counts();
   migrate.num_kv_heads = int(config_.num_kv_heads);
+  migrate.q8_scales = q8_scales_.data();
+  if (band) return migrate;
   migrate.clip_ratio_k = kv_.clip_ratio_k;
   migrate.clip_ratio_v = kv_.clip_ratio_v;
   migrate.clip_search = kv_.clip_search;
-  migrate.q8_scales = q8_scales_.data();
   const int64_t first_factor = first_layer * config_.num_kv_heads * config_.head_dim * config_.head_dim;
   if (key_feedback_.size() > 0) migrate.key_feedback = key_feedback_.data() + first_factor;
   if (value_feedback_.size() > 0) migrate.value_feedback = value_feedback_.data() + first_factor;
-  launch_kv_migrate(migrate, sizes.migrate_bound, sizes.key_groups, stream_);
+  return migrate;
 }
 
 void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
@@ -272,6 +290,8 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
   args.sink_tokens = kv_.sink_tokens;
   args.full_pages = pages_->full(layer);
   args.quantized_pages = pages_->quantized(layer);
+  args.band_layout = band_layout_;
+  args.band_pages = pages_->band(layer);
   args.rows = step_.rows();
   args.page_table = step_.page_table();
   args.counts = step_.counts();
@@ -315,6 +335,10 @@ void CudaBackend::fill_kv_with_noise(uint64_t seed) {
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
     launch_fill_kv_noise(layout_, pages_->full(layer), capacity_.full, pages_->quantized(layer),
                          layout_.bits > 0 ? capacity_.quantized : 0, seed + uint64_t(layer), stream_);
+    if (kv_.has_band()) {
+      launch_fill_kv_noise(band_layout_, nullptr, 0, pages_->band(layer), capacity_.band, ~(seed + uint64_t(layer)),
+                           stream_);
+    }
   }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(fill_kv_with_noise)");
 }

@@ -364,7 +364,9 @@ __device__ __forceinline__ void finish_quantized_item(WarpState& state, float (&
   __syncthreads();
 }
 
-template <int Bits, int Group, ParamFormat Format>
+// Quantized pages read with word loads; `Band`: the band's pages (AttentionArgs::band_layout and
+// band_pages, PageIds::band) instead of the cache's quantized ones.
+template <int Bits, int Group, ParamFormat Format, bool Band = false>
 __device__ void process_quantized_item(const ItemContext& c, WarpState& state, unsigned char* pool,
                                        float* merge) {
   using Tile = QuantizedTile<Bits, Group>;
@@ -378,7 +380,8 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   const Lane l = this_lane();
   const WarpTiles<kTileTokens> tiles(c.item, l.warp);
   const AttentionArgs& a = *c.args;
-  const PageLayout& layout = a.layout;
+  const PageLayout& layout = Band ? a.band_layout : a.layout;
+  const std::byte* arena = Band ? a.band_pages : a.quantized_pages;
   const int param_bytes = int(layout.param_bytes);
 
   // Score-side lane mapping: k-tile kt covers channels 16kt..16kt+15; lane t reads word
@@ -431,7 +434,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   auto load = [&](int j, unsigned char* buffer) {
     const int start = tiles.position(j);
     const PageIds ids = a.page_table[c.item.page_table + start / layout.page_size_tokens];
-    const std::byte* page = a.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
+    const std::byte* page = arena + int64_t(Band ? ids.band : ids.quantized) * layout.quantized_page_bytes;
     const int slot = start % layout.page_size_tokens;
     const uint32_t base = shared_address(buffer);
     constexpr int kChunksPerRow = Tile::kCodeBytes / 16;
@@ -927,7 +930,27 @@ constexpr int kPoolsBytes = kWarps * kPoolBytes;
 constexpr int kSharedBytes = kPoolsBytes + 256 * sizeof(float);  // the pools, then the q8 scale table
 
 // Bits 0: bf16 pages only. Quantized items: INT2 in groups of 64 or 128 channels take the
-// super-tile path, other formats the word-load path.
+// super-tile path, other formats the word-load path. Band items (INT2 caches only: the band's INT4
+// copies, f16 parameters, KvCacheConfig::band_config) take the word-load path: a band is a few
+// splits of one row, too little to be worth a path of its own.
+template <int Bits, int Group, ParamFormat Format>
+__device__ __forceinline__ void process_item(const ItemContext& c, WarpState& state, unsigned char* pool,
+                                             float* merge) {
+  if constexpr (Bits == 0) {
+    process_full_item(c, state, pool, merge);
+  } else {
+    if (c.item.pages == KeyPages::full) {
+      process_full_item(c, state, pool, merge);
+    } else if (c.item.pages == KeyPages::band) {
+      if constexpr (Bits == 2) process_quantized_item<4, Group, ParamFormat::f16, /*Band=*/true>(c, state, pool, merge);
+    } else if constexpr (Bits == 2 && Group >= 64) {
+      process_int2_item<Group, Format>(c, state, pool, merge);
+    } else {
+      process_quantized_item<Bits, Group, Format>(c, state, pool, merge);
+    }
+  }
+}
+
 template <int Bits, int Group, ParamFormat Format>
 __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const AttentionArgs args) {
   extern __shared__ __align__(16) unsigned char shared[];
@@ -956,17 +979,7 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
     const ItemContext context{&args, item, kv_head, q8_scales};
     WarpState state;
     state.reset();
-    if constexpr (Bits > 0) {
-      if (!item.quantized) {
-        process_full_item(context, state, pool, merge);
-      } else if constexpr (Bits == 2 && Group >= 64) {
-        process_int2_item<Group, Format>(context, state, pool, merge);
-      } else {
-        process_quantized_item<Bits, Group, Format>(context, state, pool, merge);
-      }
-    } else {
-      process_full_item(context, state, pool, merge);
-    }
+    process_item<Bits, Group, Format>(context, state, pool, merge);
     __syncthreads();
     DecodeItem following{};
     if (threadIdx.x == 0 && claimed < work_units) following = args.decode_items[claimed / args.num_kv_heads];

@@ -30,6 +30,7 @@ bool DeviceStep::upload(const StepPlan& plan, cudaStream_t stream) {
   moved |= reserve_grown(block_items_, plan.block_items.size());
   moved |= reserve_grown(combine_, plan.combine.size());
   moved |= reserve_grown(migrate_, plan.migrate.size());
+  moved |= reserve_grown(band_migrate_, plan.band_migrate.size());
   moved |= reserve_grown(key_groups_, plan.key_groups.size());
   moved |= reserve_grown(logit_rows_, plan.logit_rows.size());
   moved |= reserve_grown(counts_, 1);
@@ -47,6 +48,7 @@ bool DeviceStep::upload(const StepPlan& plan, cudaStream_t stream) {
       {plan.block_items.data(), plan.block_items.size() * sizeof(BlockItem), block_items_.data()},
       {plan.combine.data(), plan.combine.size() * sizeof(CombineTask), combine_.data()},
       {plan.migrate.data(), plan.migrate.size() * sizeof(MigrateTask), migrate_.data()},
+      {plan.band_migrate.data(), plan.band_migrate.size() * sizeof(MigrateTask), band_migrate_.data()},
       {plan.key_groups.data(), plan.key_groups.size() * sizeof(KeyGroupTask), key_groups_.data()},
       {plan.logit_rows.data(), plan.logit_rows.size() * sizeof(int32_t), logit_rows_.data()},
       {&counts, sizeof(StepCounts), counts_.data()},

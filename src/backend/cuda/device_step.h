@@ -24,6 +24,7 @@ class DeviceStep {
   const BlockItem* block_items() const { return block_items_.data(); }
   const CombineTask* combine() const { return combine_.data(); }
   const MigrateTask* migrate() const { return migrate_.data(); }
+  const MigrateTask* band_migrate() const { return band_migrate_.data(); }
   const KeyGroupTask* key_groups() const { return key_groups_.data(); }
   const int32_t* logit_rows() const { return logit_rows_.data(); }
   const StepCounts* counts() const { return counts_.data(); }
@@ -36,6 +37,7 @@ class DeviceStep {
   DeviceBuffer<BlockItem> block_items_;
   DeviceBuffer<CombineTask> combine_;
   DeviceBuffer<MigrateTask> migrate_;
+  DeviceBuffer<MigrateTask> band_migrate_;
   DeviceBuffer<KeyGroupTask> key_groups_;
   DeviceBuffer<int32_t> logit_rows_;
   DeviceBuffer<StepCounts> counts_;

@@ -67,6 +67,7 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   const int slot = task.position % layout.page_size_tokens;
   const std::byte* full = layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
                           (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
+  const int32_t target = args.band ? ids.band : ids.quantized;
   const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
   const float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
                       __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
@@ -77,7 +78,7 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   const DeviceParams p = choose_params(x, lo, hi, lanes_per_group, bits,
                                        is_value ? args.clip_ratio_v : args.clip_ratio_k, args.clip_search,
                                        layout.param_format, args.q8_scales);
-  std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
+  std::byte* page = layer_quantized_pages(args, layer) + int64_t(target) * layout.quantized_page_bytes;
   std::byte* codes = page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
   int packed = 0;
 #pragma unroll
@@ -103,7 +104,8 @@ __host__ __device__ bool keys_elsewhere(const KvMigrateArgs& args) {
 // One warp per (layer, token, KV head, keys or values).
 __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
   const bool skip_keys = keys_elsewhere(args), skip_values = args.value_feedback != nullptr;
-  const int units_per_layer = args.counts->migrate_tasks * args.num_kv_heads * 2;
+  const int tasks = args.band ? args.counts->band_migrate_tasks : args.counts->migrate_tasks;
+  const int units_per_layer = tasks * args.num_kv_heads * 2;
   const int units = units_per_layer * args.num_layers;
   for (int global_unit = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; global_unit < units;
        global_unit += gridDim.x * kWarpsPerBlock) {

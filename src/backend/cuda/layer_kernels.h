@@ -60,9 +60,12 @@ void launch_kv_write(const KvWriteArgs& args, int64_t rows, cudaStream_t stream)
 
 // kv_migrate.cu: tokens leaving the recent window, quantized from their full-precision pages into
 // quantized pages (per-token groups; KIVI keys per channel over position-aligned token groups), in
-// `num_layers` consecutive layers whose arenas lie `*_layer_bytes` apart (DeviceKvPages).
+// `num_layers` consecutive layers whose arenas lie `*_layer_bytes` apart (DeviceKvPages). With
+// `band`, the band's 4-bit copies instead: `layout` and `quantized_pages` are the band's, the page
+// ids PageIds::band and the task count StepCounts::band_migrate_tasks.
 struct KvMigrateArgs {
   PageLayout layout;
+  bool band = false;
   const std::byte* full_pages = nullptr;  // the first layer's arenas
   std::byte* quantized_pages = nullptr;
   int num_layers = 1;

@@ -1,8 +1,9 @@
 // Flash-attention-style tiled attention (online softmax over key tiles, causal, GQA), float math.
 // Mirrors cpu_attention (backend/cpu/cpu_attention.cpp) for blocks of query rows: the query at
-// position t reads key j quantized iff sink <= j < quantized_end(t + 1), and in full precision iff
-// j <= t and (j < sink or j >= quantized_end(t + 1)), so a prefill chunk whose queries have
-// different boundaries reads the keys of the overlap region in both formats, each query its own.
+// position t reads key j quantized iff sink <= j < quantized_end(t + 1) (from its band copy iff
+// also j >= band_begin(t + 1)), and in full precision iff j <= t and (j < sink or
+// j >= quantized_end(t + 1)), so a prefill chunk whose queries have different boundaries reads the
+// keys of the overlap regions in each format, each query its own.
 //
 // One block per (block item, KV head), persistent over the step's items: 64 query rows (the
 // item's tokens x the group's query heads) against 32-key tiles that 256 threads dequantize into
@@ -37,9 +38,8 @@ struct Shared {
   float correction[kRows];
   int position[kRows];       // -1 for rows past the item's tokens
   int quantized_end[kRows];
+  int band_begin[kRows];
 };
-
-enum class Kind { quantized, full };
 
 __device__ __forceinline__ void load_bf16x16(const std::byte* source, float* out) {
   const uint4* words = reinterpret_cast<const uint4*>(source);
@@ -57,20 +57,19 @@ __device__ __forceinline__ void load_bf16x16(const std::byte* source, float* out
 
 // Sixteen channels [first, first + 16) of one token of one KV head, dequantized like
 // CpuKvStore::read_quantized: x = code * scale + zero.
-__device__ void load_quantized_x16(const AttentionArgs& a, const std::byte* page, int kv_head, int slot,
-                                   int first, float* keys, float* values) {
-  const PageLayout& layout = a.layout;
+__device__ void load_quantized_x16(const PageLayout& layout, const float* q8_scales, const std::byte* page,
+                                   int kv_head, int slot, int first, float* keys, float* values) {
   const int bits = layout.bits;
   const auto* key_codes = reinterpret_cast<const uint8_t*>(page + layout.key_codes(kv_head, slot));
   const auto* value_codes = reinterpret_cast<const uint8_t*>(page + layout.value_codes(kv_head, slot));
   const int group = first / int(layout.group_size);
   const DeviceParams value_params = load_params(
       reinterpret_cast<const uint8_t*>(page + layout.value_params(kv_head, slot, group)),
-      layout.param_format, a.q8_scales);
+      layout.param_format, q8_scales);
   DeviceParams key_params{};
   if (!layout.keys_per_channel) {
     key_params = load_params(reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, group)),
-                             layout.param_format, a.q8_scales);
+                             layout.param_format, q8_scales);
   }
 #pragma unroll 4
   for (int i = 0; i < 16; ++i) {
@@ -78,14 +77,14 @@ __device__ void load_quantized_x16(const AttentionArgs& a, const std::byte* page
     values[i] = float(code_at(value_codes, ch, bits)) * value_params.scale + value_params.zero;
     if (layout.keys_per_channel) {
       key_params = load_params(reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, ch)),
-                               layout.param_format, a.q8_scales);
+                               layout.param_format, q8_scales);
     }
     keys[i] = float(code_at(key_codes, ch, bits)) * key_params.scale + key_params.zero;
   }
 }
 
 __device__ void load_tile(const AttentionArgs& a, Shared& s, const BlockItem& item, int page_table,
-                          int kv_head, int tile, Kind kind) {
+                          int kv_head, int tile, KeyPages kind) {
   const PageLayout& layout = a.layout;
   const int key = threadIdx.x / 8, first = (threadIdx.x % 8) * 16;
   const int position = tile + key;
@@ -95,13 +94,16 @@ __device__ void load_tile(const AttentionArgs& a, Shared& s, const BlockItem& it
   if (position >= item.key_begin && position < item.key_end) {
     const PageIds ids = a.page_table[page_table + position / layout.page_size_tokens];
     const int slot = position % layout.page_size_tokens;
-    if (kind == Kind::full && ids.full >= 0) {
+    if (kind == KeyPages::full && ids.full >= 0) {
       const std::byte* page = a.full_pages + int64_t(ids.full) * layout.full_page_bytes;
       load_bf16x16(page + layout.full_key_offset(kv_head, slot) + first * 2, k);
       load_bf16x16(page + layout.full_value_offset(kv_head, slot) + first * 2, v);
-    } else if (kind == Kind::quantized && ids.quantized >= 0) {
+    } else if (kind == KeyPages::quantized && ids.quantized >= 0) {
       const std::byte* page = a.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
-      load_quantized_x16(a, page, kv_head, slot, first, k, v);
+      load_quantized_x16(layout, a.q8_scales, page, kv_head, slot, first, k, v);
+    } else if (kind == KeyPages::band && ids.band >= 0) {
+      const std::byte* page = a.band_pages + int64_t(ids.band) * a.band_layout.quantized_page_bytes;
+      load_quantized_x16(a.band_layout, a.q8_scales, page, kv_head, slot, first, k, v);
     }
   }
 #pragma unroll
@@ -112,14 +114,15 @@ __device__ void load_tile(const AttentionArgs& a, Shared& s, const BlockItem& it
 }
 
 // The decode rule for one (query row, key) pair in one format.
-__device__ __forceinline__ bool reads(int key_position, int row_position, int quantized_end, int sink,
-                                      Kind kind) {
+__device__ __forceinline__ bool reads(int key_position, int row_position, int quantized_end, int band_begin, int sink,
+                                      KeyPages kind) {
   if (key_position > row_position) return false;
   const bool quantized = key_position >= sink && key_position < quantized_end;
-  return kind == Kind::quantized ? quantized : !quantized;
+  if (kind == KeyPages::full) return !quantized;
+  return quantized && (key_position >= band_begin) == (kind == KeyPages::band);
 }
 
-__device__ void score_tile(const AttentionArgs& a, Shared& s, const BlockItem& item, int tile, Kind kind) {
+__device__ void score_tile(const AttentionArgs& a, Shared& s, const BlockItem& item, int tile, KeyPages kind) {
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   float dot[4][2] = {};
   for (int c = 0; c < kHeadDim; c += 4) {
@@ -139,7 +142,8 @@ __device__ void score_tile(const AttentionArgs& a, Shared& s, const BlockItem& i
     for (int b = 0; b < 2; ++b) {
       const int key = tx + 16 * b, position = tile + key;
       const bool in_range = position >= item.key_begin && position < item.key_end;
-      const bool ok = in_range && reads(position, s.position[row], s.quantized_end[row], int(a.sink_tokens), kind);
+      const bool ok = in_range && reads(position, s.position[row], s.quantized_end[row], s.band_begin[row],
+                                        int(a.sink_tokens), kind);
       s.weights[row][key] = ok ? dot[r][b] : -INFINITY;
     }
   }
@@ -223,6 +227,7 @@ __device__ void load_queries(const AttentionArgs& a, Shared& s, const BlockItem&
     const QueryRow row = a.rows[item.first_row + (valid ? token : 0)];
     s.position[threadIdx.x] = valid ? row.position : -1;
     s.quantized_end[threadIdx.x] = row.quantized_end;
+    s.band_begin[threadIdx.x] = row.band_begin;
     s.max[threadIdx.x] = -INFINITY;
     s.sum[threadIdx.x] = 0.0f;
   }
@@ -257,6 +262,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Atten
   Shared& s = *reinterpret_cast<Shared*>(shared_bytes);
   const int work_units = args.counts->block_items * args.num_kv_heads;
   const bool has_quantized = args.layout.bits > 0 && args.quantized_pages != nullptr;
+  const bool has_band = args.band_pages != nullptr;
   const int sink = int(args.sink_tokens);
   for (int work = blockIdx.x; work < work_units; work += gridDim.x) {
     const BlockItem item = args.block_items[work / args.num_kv_heads];
@@ -268,11 +274,14 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const Atten
     const QueryRow first = args.rows[item.first_row];
     const QueryRow last = args.rows[item.first_row + item.row_count - 1];
     for (int tile = item.key_begin & ~(kKeys - 1); tile < item.key_end; tile += kKeys) {
-      const bool need_quantized = has_quantized && tile + kKeys > sink && tile < last.quantized_end;
+      // The rows' boundaries grow with their positions: the union of the rows' ranges of a kind
+      // runs from the first row's start to the last row's end.
+      const bool need_quantized = has_quantized && tile + kKeys > sink && tile < last.band_begin;
+      const bool need_band = has_band && tile + kKeys > first.band_begin && tile < last.quantized_end;
       const bool need_full = tile < sink || (tile + kKeys > first.quantized_end && tile <= last.position);
-      for (int pass = 0; pass < 2; ++pass) {
-        const Kind kind = pass == 0 ? Kind::quantized : Kind::full;
-        if (kind == Kind::quantized ? !need_quantized : !need_full) continue;
+      for (const KeyPages kind : {KeyPages::quantized, KeyPages::band, KeyPages::full}) {
+        const bool needed = kind == KeyPages::quantized ? need_quantized : kind == KeyPages::band ? need_band : need_full;
+        if (!needed) continue;
         load_tile(args, s, item, first.page_table, kv_head, tile, kind);
         __syncthreads();
         score_tile(args, s, item, tile, kind);

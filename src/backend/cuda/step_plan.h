@@ -37,6 +37,7 @@ struct StepPlan {
   std::vector<BlockItem> block_items;
   std::vector<CombineTask> combine;  // per row
   std::vector<MigrateTask> migrate;
+  std::vector<MigrateTask> band_migrate;  // the migrated tokens that also get a band copy
   std::vector<KeyGroupTask> key_groups;
   std::vector<int32_t> logit_rows;
   int64_t partial_records = 0;

@@ -11,22 +11,28 @@ struct QueryRow {
   int32_t position;       // t
   int32_t page_table;     // index of the sequence's logical page 0 in the step's page table
   int32_t quantized_end;  // quantized_end(t + 1): keys [sink, quantized_end) are read quantized
-  int32_t unused = 0;
+  // band_begin(t + 1): of those, keys [band_begin, quantized_end) are read from their 4-bit band
+  // copies (band_begin == quantized_end without a band).
+  int32_t band_begin;
 };
 
-// The step's page tables, concatenated: LogicalPage {full, quantized} of sequence_pages.h.
+// The step's page tables, concatenated: LogicalPage {full, quantized, band} of sequence_pages.h.
 struct PageIds {
   int32_t full;
   int32_t quantized;
+  int32_t band;
 };
 
-// A decode query's keys [begin, end), all of one kind (full-precision or quantized pages), for
-// every KV head: partial record `partial + kv_head` receives (max, sum, unnormalised output).
-// `page_table` repeats the row's (QueryRow::page_table), so that the kernel starts an item's
-// page lookups without first reading its row.
+// Which pages a run of keys is read from.
+enum class KeyPages : int32_t { full, quantized, band };
+
+// A decode query's keys [begin, end), all read from one kind of page, for every KV head: partial
+// record `partial + kv_head` receives (max, sum, unnormalised output). `page_table` repeats the
+// row's (QueryRow::page_table), so that the kernel starts an item's page lookups without first
+// reading its row.
 struct DecodeItem {
   int32_t row;
-  int32_t quantized;  // 1: quantized pages; 0: full-precision pages
+  KeyPages pages;
   int32_t begin;
   int32_t end;
   int32_t partial;
@@ -52,7 +58,7 @@ struct CombineTask {
 };
 
 // One token leaving the recent window: quantized from its full-precision page (per-token groups;
-// for KIVI only its values).
+// for KIVI only its values), or, in the band's list, copied at 4 bits into its band page.
 struct MigrateTask {
   int32_t position;
   int32_t page_table;
@@ -71,6 +77,7 @@ struct StepCounts {
   int32_t block_items;
   int32_t migrate_tasks;
   int32_t key_group_tasks;
+  int32_t band_migrate_tasks;
 };
 
 }  // namespace oscar::cuda
