@@ -28,7 +28,7 @@ struct ModelOptions {
   std::optional<bool> kv_value_error_feedback;   // default: on for quantized oscar caches
   int64_t kv_sink_tokens = 64;
   int64_t kv_recent_tokens = 256;
-  int64_t kv_band_tokens = 0;
+  std::optional<int64_t> kv_band_tokens;        // default: kOscarBandTokens for INT2 oscar caches, else 0
   std::optional<int> kv_page_size;
 };
 

@@ -63,9 +63,11 @@ nlohmann::json parse_json(const std::string& text) {
 TEST(EvalCommand, PerplexityJsonHasTheFieldsAndOscarBeatsNaive) {
   const std::string window = "eval ppl --windows 2 --context 512 --json ";
   const CommandResult bf16 = run_oscar(window);
+  // Without the band (OSCAR's default, below), and naive with OSCAR's group parameters and clip
+  // ratios: the comparison is of the methods alone.
   const CommandResult oscar = run_oscar(window + "--kv-cache-dtype int2 --kv-method oscar --kv-rotations " +
-                                        rotations_file() + " --kv-sink-tokens 16 --kv-recent-tokens 32");
-  // naive with OSCAR's group parameters and clip ratios: the comparison is of the methods alone.
+                                        rotations_file() + " --kv-sink-tokens 16 --kv-recent-tokens 32 "
+                                        "--kv-band-tokens 0");
   const CommandResult naive = run_oscar(window + "--kv-cache-dtype int2 --kv-method naive --kv-sink-tokens 16 "
                                                  "--kv-recent-tokens 32 --kv-scale-format q8 --kv-clip-k 0.84 "
                                                  "--kv-clip-v 0.92");
@@ -100,9 +102,11 @@ TEST(EvalCommand, ClipRatiosAsGivenOrSearched) {
 }
 
 // Keys rounded with error feedback change the codes, not the format; other methods refuse the flag.
+// (Without the band, whose 4-bit copies are rounded to nearest: 2-bit codes must be read.)
 TEST(EvalCommand, ErrorFeedbackIsOscarsDefaultAndOscarsOnly) {
   const std::string oscar = "eval ppl --windows 1 --context 256 --json --kv-cache-dtype int2 --kv-method oscar "
-                            "--kv-sink-tokens 16 --kv-recent-tokens 32 --kv-rotations " + rotations_file();
+                            "--kv-sink-tokens 16 --kv-recent-tokens 32 --kv-band-tokens 0 --kv-rotations " +
+                            rotations_file();
   const CommandResult nearest = run_oscar(oscar + " --no-kv-key-error-feedback --no-kv-value-error-feedback");
   const CommandResult keys_only = run_oscar(oscar + " --no-kv-value-error-feedback");
   const CommandResult fed_back = run_oscar(oscar);
@@ -131,7 +135,7 @@ TEST(EvalCommand, ErrorFeedbackIsOscarsDefaultAndOscarsOnly) {
 }
 
 // The 4-bit band: nearly what a bf16 window as long as window + band gives, for a fraction of its
-// bytes; refused where it does not apply.
+// bytes; OSCAR's default; refused where it does not apply.
 TEST(EvalCommand, BandComesCloseToALongerWindow) {
   const std::string quarot = "eval ppl --windows 1 --context 512 --json --kv-cache-dtype int2 --kv-method quarot "
                              "--kv-sink-tokens 16 ";
@@ -149,6 +153,16 @@ TEST(EvalCommand, BandComesCloseToALongerWindow) {
   EXPECT_GT(b["bpe_128k"].get<double>(), i["bpe_128k"].get<double>());
   EXPECT_LT(b["bpe_128k"].get<double>(), i["bpe_128k"].get<double>() + 0.01);
   EXPECT_LT(b["bpe_128k"].get<double>(), w["bpe_128k"].get<double>());
+  // OSCAR's INT2 caches have a band of 768 by default (2.184 bits per element at 128K with the
+  // default sink and window, 2.159 without); the baselines have none unless told.
+  const std::string defaults = "eval ppl --windows 1 --context 128 --json --kv-cache-dtype int2 ";
+  const CommandResult oscar = run_oscar(defaults + "--kv-method oscar --kv-rotations " + rotations_file());
+  const CommandResult quarot_default = run_oscar(defaults + "--kv-method quarot");
+  for (const CommandResult* r : {&oscar, &quarot_default}) ASSERT_EQ(r->exit_code, 0) << r->stderr_text;
+  const auto o = parse_json(oscar.stdout_text), q = parse_json(quarot_default.stdout_text);
+  EXPECT_NE(o["kv"].get<std::string>().find("recent 256 band 768 int4"), std::string::npos) << o["kv"];
+  EXPECT_NEAR(o["bpe_128k"].get<double>(), 2.184, 0.001);
+  EXPECT_EQ(q["kv"].get<std::string>().find("band"), std::string::npos) << q["kv"];
   const CommandResult kivi = run_oscar("eval ppl --windows 1 --context 128 --kv-cache-dtype int2 --kv-method kivi "
                                        "--kv-band-tokens 64");
   EXPECT_NE(kivi.exit_code, 0);
