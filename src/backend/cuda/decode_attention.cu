@@ -391,34 +391,41 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   const int key_shift = 2 * lane_in_word * Bits;
   auto key_word = [&](int kt) { return kt * (16 / kCodesPerWord) + l.t / kLanesPerWord; };
 
-  const float* q = group_queries(c);
+  // The page ids of the warp's tiles, read ahead (TilePageIds) before the query is set up.
+  const int page_size = int(layout.page_size_tokens);
+  TilePageIds page_ids(tiles.count, [&](int k) {
+    const PageIds ids = a.page_table[c.item.page_table + page_position(tiles.position(k), page_size).page];
+    return Band ? ids.band : ids.quantized;
+  });
+
+  const float* qg = group_queries(c) + l.g * kHeadDim;
   const bool head_exists = l.g < a.group;
   uint32_t q_high[8][2], q_low[8][2];  // B operands of the score mma: f16 high + low
+  // The four lanes of row g hold every channel of head g between them: their sums per group,
+  // gathered below, are the per-group query sums.
+  float q_sum_part[kGroups];
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) q_sum_part[grp] = 0.f;
 #pragma unroll
   for (int kt = 0; kt < 8; ++kt) {
     const int c0 = key_word(kt) * kCodesPerWord + 2 * lane_in_word;
-    const float* qg = q + l.g * kHeadDim;
     const float s = a.score_scale;
     const float low0 = head_exists ? qg[c0] * s : 0.f;
     const float low1 = head_exists ? qg[c0 + kHalfWord] * s : 0.f;
-    const float high0 = head_exists ? qg[c0 + 1] * s / kHighFactor : 0.f;
-    const float high1 = head_exists ? qg[c0 + 1 + kHalfWord] * s / kHighFactor : 0.f;
+    const float high0 = head_exists ? qg[c0 + 1] * s : 0.f;
+    const float high1 = head_exists ? qg[c0 + 1 + kHalfWord] * s : 0.f;
+    q_sum_part[16 * kt / Group] += (low0 + low1) + (high0 + high1);
     split_f16x2(low0, low1, q_high[kt][0], q_low[kt][0]);
-    split_f16x2(high0, high1, q_high[kt][1], q_low[kt][1]);
+    split_f16x2(high0 / kHighFactor, high1 / kHighFactor, q_high[kt][1], q_low[kt][1]);
   }
   // Per-group query sums for this lane's score columns (heads 2t, 2t+1).
   float q_sum[kGroups][2];
 #pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int head = 2 * l.t + e;
+  for (int grp = 0; grp < kGroups; ++grp) {
+    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 1);
+    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
 #pragma unroll
-    for (int grp = 0; grp < kGroups; ++grp) {
-      float total = 0.f;
-      if (head < a.group) {
-        for (int ch = grp * Group; ch < (grp + 1) * Group; ++ch) total += q[head * kHeadDim + ch];
-      }
-      q_sum[grp][e] = total * a.score_scale;
-    }
+    for (int e = 0; e < 2; ++e) q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * (2 * l.t + e));
   }
   float zero_acc[kGroups][2];
 #pragma unroll
@@ -432,10 +439,8 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   const uint32_t value_mask_high = value_mask_low << Bits;
 
   auto load = [&](int j, unsigned char* buffer) {
-    const int start = tiles.position(j);
-    const PageIds ids = a.page_table[c.item.page_table + start / layout.page_size_tokens];
-    const std::byte* page = arena + int64_t(Band ? ids.band : ids.quantized) * layout.quantized_page_bytes;
-    const int slot = start % layout.page_size_tokens;
+    const int slot = page_position(tiles.position(j), page_size).slot;
+    const std::byte* page = arena + int64_t(page_ids.get(j)) * layout.quantized_page_bytes;
     const uint32_t base = shared_address(buffer);
     constexpr int kChunksPerRow = Tile::kCodeBytes / 16;
     const std::byte* key_codes = page + layout.key_codes(c.kv_head, slot);
