@@ -936,8 +936,9 @@ constexpr int kSharedBytes = kPoolsBytes + 256 * sizeof(float);  // the pools, t
 
 // Bits 0: bf16 pages only. Quantized items: INT2 in groups of 64 or 128 channels take the
 // super-tile path, other formats the word-load path. Band items (INT2 caches only: the band's INT4
-// copies, f16 parameters, KvCacheConfig::band_config) take the word-load path: a band is a few
-// splits of one row, too little to be worth a path of its own.
+// copies, f16 parameters, KvCacheConfig::band_config) take the word-load path too, at a fraction
+// of the super-tile path's speed: 5-8% of a decode step at 32K x 4-8, at most 1.3% at 100K
+// (docs/bench, section (b)); an INT4 super-tile path is what would take that back.
 template <int Bits, int Group, ParamFormat Format>
 __device__ __forceinline__ void process_item(const ItemContext& c, WarpState& state, unsigned char* pool,
                                              float* merge) {

@@ -1,6 +1,7 @@
 #pragma once
 // Paged split-K decode attention (decode_attention.cu): one query token per row, all query heads of
-// a GQA group per KV head, bf16 pages and INT2/INT4 per-token-group pages, unpacked in registers.
+// a GQA group per KV head, bf16 pages, INT2/INT4 per-token-group pages and the INT4 band pages
+// behind an INT2 cache's window, unpacked in registers.
 #include <cuda_runtime.h>
 
 #include "backend/cuda/attention_args.h"

@@ -1,9 +1,9 @@
 #pragma once
 // The KV cache in GPU memory: per layer, one arena of full-precision pages, one of quantized pages
 // and one of band pages, holding exactly the bytes CpuKvStore holds on the host
-// (kvcache/page_layout.h). The
-// arenas are zeroed once: the attention kernels load whole 16-token tiles and mask the slots past
-// a sequence's end, which must therefore hold finite values even before anything was written.
+// (kvcache/page_layout.h). The arenas are zeroed once: the attention kernels load whole 16-token
+// tiles and mask the slots past a sequence's end, which must therefore hold finite values even
+// before anything was written.
 #include <cstddef>
 #include <cstdint>
 
