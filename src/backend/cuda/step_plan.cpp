@@ -14,11 +14,12 @@ struct Segment {
   KeyPages pages = KeyPages::full;
 };
 
-// The keys the query at position t reads, in position order, as cpu_attention splits them: full
-// precision [0, a), 2-bit [sink, c), band [c, b), full precision [max(a, b), t]
+// The keys the query of `row` (at position t) reads, in position order, as cpu_attention splits
+// them: full precision [0, a), 2-bit [sink, c), band [c, b), full precision [max(a, b), t]
 // (a = min(sink, t + 1), b = quantized_end(t + 1), c = band_begin(t + 1)); the two full ranges
 // merge when nothing lies between them.
-std::vector<Segment> decode_segments(int64_t t, int64_t sink, const QueryRow& row) {
+std::vector<Segment> decode_segments(const QueryRow& row, int64_t sink) {
+  const int64_t t = row.position;
   const int64_t a = std::min(sink, t + 1);
   const int64_t quantized_stop = std::min<int64_t>(row.quantized_end, t + 1);
   const int64_t band_start = std::max<int64_t>(sink, row.band_begin);
@@ -155,7 +156,7 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
       const int64_t base = plan.partial_records;
       int64_t splits = 0;
       if (shape.fast_decode) {
-        for (const Segment& s : decode_segments(row.position, kv.sink_tokens, row)) {
+        for (const Segment& s : decode_segments(row, kv.sink_tokens)) {
           // Full-precision keys keep even splits: their kernel path holds one tile in flight per
           // warp, so its short pieces cost more than the evening out gains (bf16 cache, 32K x 8:
           // 424 us with quarter pieces, 398 without). The band is a few splits long at most.
