@@ -4,7 +4,8 @@
 // the queries read, the outputs written), the achieved GB/s and its fraction of the device copy
 // bandwidth measured in the same run. Pages hold random bytes (kv_noise.h), never zeros; when
 // one configuration's pages would fit in L2, several copies are cycled so the cache never serves
-// a repeat. The PyTorch peer is bench/sdpa_decode_attention.py.
+// a repeat. --kv-band-tokens takes a list: one INT2 row per band length (OSCAR's 4-bit band behind
+// the recent window; 0: none). The PyTorch peer is bench/sdpa_decode_attention.py.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -38,6 +39,7 @@ struct BenchDecodeAttentionOptions {
   int iterations = 20;
   std::string scale_format = "f16";  // of the INT2 group parameters
   int64_t split_tokens = 0;          // > 0: a fixed decode split instead of the plan's choice
+  std::string band_tokens = "0";     // INT2 band lengths, a row each
   std::string json_path;
 };
 
@@ -45,7 +47,7 @@ struct BenchDecodeAttentionOptions {
 using namespace oscar::cuda;
 
 // The page tables of `batch` sequences of `context` cached tokens (the new token at position
-// `context`), each logical page given the full and/or quantized page the decode rule reads.
+// `context`), each logical page given the full, quantized and band pages the decode rule reads.
 struct PageSet {
   std::vector<SequencePages> sequences;
   KvPageCounts used;
@@ -55,6 +57,7 @@ PageSet make_pages(const KvCacheConfig& kv, int64_t context, int64_t batch, KvPa
   PageSet set;
   set.used = first;
   const int64_t p = kv.page_size_tokens, qend = quantized_end(kv, context + 1);
+  const int64_t band_start = band_begin(kv, context + 1);
   for (int64_t s = 0; s < batch; ++s) {
     std::vector<LogicalPage> table;
     for (int64_t page = 0; page <= context / p; ++page) {
@@ -63,6 +66,7 @@ PageSet make_pages(const KvCacheConfig& kv, int64_t context, int64_t batch, KvPa
       const bool quantized = kv.quantized() && page * p < qend && (page + 1) * p > kv.sink_tokens;
       if (full) ids.full = int32_t(set.used.full++);
       if (quantized) ids.quantized = int32_t(set.used.quantized++);
+      if (kv.has_band() && page * p < qend && (page + 1) * p > band_start) ids.band = int32_t(set.used.band++);
       table.push_back(ids);
     }
     set.sequences.emplace_back().attach_prefix(std::move(table), context);
@@ -80,6 +84,7 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
                  int64_t split_tokens) {
   const int group = int(model.group_size());
   const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
+  const PageLayout band_layout = kv.has_band() ? make_band_layout(kv, model.num_kv_heads, model.head_dim) : PageLayout{};
   // Every row's KV, plus the float queries read and the bf16 outputs written (q_floats counts
   // the whole batch's already).
   const int64_t q_floats = batch * model.num_heads * model.head_dim;
@@ -95,6 +100,8 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
   DeviceBuffer<std::byte> full(size_t(used.full * layout.full_page_bytes));
   DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, used.quantized * layout.quantized_page_bytes)));
   launch_fill_kv_noise(layout, full.data(), used.full, quantized.data(), used.quantized, 17, nullptr);
+  DeviceBuffer<std::byte> band(size_t(std::max<int64_t>(1, used.band * band_layout.quantized_page_bytes)));
+  if (kv.has_band()) launch_fill_kv_noise(band_layout, nullptr, 0, band.data(), used.band, 19, nullptr);
   const int resident = decode_attention_resident_blocks(layout);
   const StepPlanShape shape{model.num_kv_heads, group, true, resident, split_tokens};
   std::vector<int32_t> tokens(size_t(batch), 1);
@@ -125,6 +132,8 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
     args.sink_tokens = kv.sink_tokens;
     args.full_pages = full.data();
     args.quantized_pages = kv.quantized() ? quantized.data() : nullptr;
+    args.band_layout = band_layout;
+    args.band_pages = kv.has_band() ? band.data() : nullptr;
     args.rows = step.rows();
     args.page_table = step.page_table();
     args.counts = step.counts();
@@ -149,26 +158,31 @@ void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
   const GpuDescription gpu = describe_gpu();
   fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {} KV shape: {} KV heads x {} query heads per KV head x D {}\n",
              gpu.name, gpu.driver, gpu.copy_gbps, o.model, model.num_kv_heads, model.group_size(), model.head_dim);
-  fmt::print("{:>5} {:>8} {:>6} {:>11} {:>12} {:>8} {:>6} {:>6}\n", "kv", "context", "batch", "time_us", "bytes", "GB/s",
-             "bw", "split");
+  fmt::print("{:>5} {:>5} {:>8} {:>6} {:>11} {:>12} {:>8} {:>6} {:>6}\n", "kv", "band", "context", "batch", "time_us",
+             "bytes", "GB/s", "bw", "split");
+  std::vector<std::pair<KvDtype, int64_t>> caches = {{KvDtype::bf16, 0}};
+  for (const int64_t band : parse_int_list(o.band_tokens)) caches.emplace_back(KvDtype::int2, band);
   std::vector<nlohmann::json> rows;
   for (const int64_t context : parse_int_list(o.contexts)) {
     for (const int64_t batch : parse_int_list(o.batches)) {
-      for (const KvDtype dtype : {KvDtype::bf16, KvDtype::int2}) {
-        const KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format));
+      for (const auto& [dtype, band] : caches) {
+        KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format));
+        kv.band_tokens = band;
+        validate(kv, model.head_dim);
         const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
         if (double(batch) * double(kv_bytes_read(kv, layout, context)) > 0.6 * double(cuda_free_bytes())) {
-          fmt::print("{:>5} {:>8} {:>6}   skipped: the pages do not fit\n", to_string(dtype), context, batch);
+          fmt::print("{:>5} {:>5} {:>8} {:>6}   skipped: the pages do not fit\n", to_string(dtype), band, context,
+                     batch);
           continue;
         }
         const Measured m = measure(model, kv, context, batch, o.iterations, o.split_tokens);
         const double gbps = double(m.bytes) / (m.time_us * 1e-6) / 1e9;
-        fmt::print("{:>5} {:>8} {:>6} {:>11.1f} {:>12} {:>8.0f} {:>5.1f}% {:>6}\n", to_string(dtype), context, batch,
-                   m.time_us, m.bytes, gbps, 100.0 * gbps / gpu.copy_gbps, m.split_tokens);
+        fmt::print("{:>5} {:>5} {:>8} {:>6} {:>11.1f} {:>12} {:>8.0f} {:>5.1f}% {:>6}\n", to_string(dtype), band, context,
+                   batch, m.time_us, m.bytes, gbps, 100.0 * gbps / gpu.copy_gbps, m.split_tokens);
         rows.push_back({{"kernel", "decode_attention"}, {"kv", std::string(to_string(dtype))}, {"model", o.model},
                         {"context", context}, {"batch", batch}, {"time_us", m.time_us}, {"bytes", m.bytes},
                         {"gbps", gbps}, {"bw_fraction", gbps / gpu.copy_gbps}, {"split_tokens", m.split_tokens},
-                        {"kv_config", describe(kv)}});
+                        {"band_tokens", band}, {"kv_config", describe(kv)}});
       }
     }
   }
@@ -193,6 +207,9 @@ void register_bench_decode_attention(CLI::App& bench) {
       ->capture_default_str();
   command->add_option("--split-tokens", options->split_tokens,
                       "key positions per split of a decode row, a multiple of 256 (default: the plan's choice)");
+  command->add_option("--kv-band-tokens", options->band_tokens,
+                      "INT2: tokens behind the recent window also held at 4 bits, a list (one INT2 row each; 0: no band)")
+      ->capture_default_str();
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_attention(*options); });
 }

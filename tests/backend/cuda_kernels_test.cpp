@@ -293,7 +293,7 @@ struct AttentionCase {
   int query_group;  // query heads per KV head
   double tolerance;
   int64_t sink_tokens = 64;
-  int page_size_tokens = 64;  // INT2 super-tiles are 64 tokens: other sizes put one across pages
+  int page_size_tokens = 64;  // super-tiles are 64 (INT2) or 32 (INT4) tokens: other sizes put one across pages
   int64_t band_tokens = 0;
 };
 
@@ -472,9 +472,20 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{"int2_g64_f16_gqa4_sink40_page16", KvDtype::int2, 64, ParamFormat::f16, 4, 5e-3, 40,
                                     16},
                       AttentionCase{"int4_g128_f16_gqa4", KvDtype::int4, 128, ParamFormat::f16, 4, 5e-3},
-                      // The band's INT4 items beside the INT2 super-tile path and the word-load path.
+                      AttentionCase{"int4_g64_q8_gqa8", KvDtype::int4, 64, ParamFormat::q8, 8, 5e-3},
+                      AttentionCase{"int4_g128_bf16_gqa4_sink40_page16", KvDtype::int4, 128, ParamFormat::bf16, 4, 5e-3,
+                                    40, 16},
+                      AttentionCase{"int4_g32_f16_gqa4", KvDtype::int4, 32, ParamFormat::f16, 4, 5e-3},
+                      // The band's INT4 items beside the INT2 super-tile path (whole pages, pages
+                      // across super-tiles) and the word-load path.
                       AttentionCase{"int2_g128_q8_gqa8_band300", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3, 64, 64,
                                     300},
+                      AttentionCase{"int2_g64_bf16_gqa4_band500", KvDtype::int2, 64, ParamFormat::bf16, 4, 5e-3, 64, 64,
+                                    500},
+                      AttentionCase{"int2_g128_f16_gqa1_sink4_page48_band200", KvDtype::int2, 128, ParamFormat::f16, 1,
+                                    5e-3, 4, 48, 200},
+                      AttentionCase{"int2_g64_q8_gqa4_sink40_page16_band100", KvDtype::int2, 64, ParamFormat::q8, 4,
+                                    5e-3, 40, 16, 100},
                       AttentionCase{"int2_g32_f16_gqa4_band768", KvDtype::int2, 32, ParamFormat::f16, 4, 5e-3, 64, 64,
                                     768}),
     [](const auto& test_case) { return std::string(test_case.param.name); });

@@ -79,7 +79,7 @@ TEST(CudaStepPlan, DecodeItemsComeLongestFirstWithTheirOwnRecords) {
   const PlannedRows p({9001, 32767, 32767, 700}, 528, KvDtype::int2, 768);
   const auto& items = p.plan.decode_items;
   auto bits = [](const DecodeItem& item) {
-    const int64_t per_position = item.pages == KeyPages::quantized ? 2 : 16;  // the band's slower path too
+    const int64_t per_position = item.pages == KeyPages::quantized ? 2 : item.pages == KeyPages::band ? 4 : 16;
     return int64_t(item.end - item.begin) * per_position;
   };
   for (size_t i = 1; i < items.size(); ++i) EXPECT_GE(bits(items[i - 1]), bits(items[i])) << "item " << i;

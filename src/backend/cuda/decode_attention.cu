@@ -3,9 +3,9 @@
 // and [sink, b) from quantized pages (a = min(sink, t + 1), b = quantized_end(t + 1)).
 //
 // Work: persistent blocks take (decode item, KV head) units in turn from a device counter; the
-// block's four warps take the item's tiles round-robin (16 tokens; 64-token super-tiles for INT2
-// in groups of 64 or 128, see process_int2_item), each with its own cp.async pipeline in shared
-// memory, and merge their softmax states at the end into one partial record (attention_combine.cu
+// block's four warps take the item's tiles round-robin (16 tokens; super-tiles of 64 (INT2) or 32
+// (INT4) tokens in groups of 64 or 128, see process_packed_item), each with its own cp.async
+// pipeline in shared memory, and merge their softmax states at the end into one partial record (attention_combine.cu
 // merges the splits). All query heads of the GQA group are one mma operand.
 //
 // Per 16-token tile, as mma.m16n8k16 (tokens x channels x heads), f32 accumulation:
@@ -23,8 +23,8 @@
 // Any channel order inside a k-tile gives the same dot product, so each lane takes the codes that
 // are 16 bits apart in one 32-bit word (one shift, one lop3 per pair); codes that sit 2 or 4 bits
 // higher are taken unshifted as code * 4 (or * 16), the query divided by the same power of two.
-// INT2 with groups of 64 or 128 channels (the OSCAR configurations) has its own path
-// (process_int2_item): ldmatrix loads of the codes, no subtraction, 64-token super-tiles, the
+// INT2 and INT4 in groups of 64 or 128 channels (the OSCAR configurations and the band) have
+// their own path (process_packed_item): ldmatrix loads of the codes, no subtraction, super-tiles, the
 // query one f16 operand (2^-11 relative, 8x finer than the bf16 activations it comes from).
 // Other formats keep per-lane word loads (a 32-channel group would split an m-tile's rows).
 #include "backend/cuda/decode_attention.h"
@@ -539,51 +539,122 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
       });
 }
 
-// ---- INT2 pages, groups of 64 or 128 channels (the OSCAR configurations) ------------------------
+// ---- INT2 and INT4 pages, groups of 64 or 128 channels (OSCAR's cache and its band) ----------
 //
-// A warp takes 64-token super-tiles (four 16-token m-tiles) round-robin, so the softmax, the
-// pipeline and the page lookups are paid once per 64 tokens and the four m-tiles' mma chains
-// overlap. Codes come from shared memory through ldmatrix (keys) and ldmatrix.trans (values) and
-// are unpacked without a subtraction: codes 0-4 of a half-word (bits 0-9) are or-ed in place into
-// the f16 64.0, which reads 64 + c/16, 64 + c/4, 64 + c, 64 + 4c or 64 + 16c exactly, and codes
-// 5-7 the same after one shift (the 64.0's exponent occupies bits 10-14). The query is divided by
-// that factor, and the constant 64 is taken out per group: 64 * (sum of the f16 query), computed
-// once per item, is where the scores' accumulation starts; 64 * (sum of the f16 weights) for the
-// outputs, by one more mma against ones per m-tile. The constant is at most 1024x a code step, so
-// the f32 accumulation keeps ~14 bits of the codes' contribution, finer than the f16 query
-// (11 bits) and the f16 weights it multiplies.
-constexpr int kSuperTokens = 64;
+// A warp takes super-tiles (64 tokens of INT2 or 32 of INT4, four or two 16-token m-tiles: one
+// pipeline stage is 8-9 KB either way, three fit its pool) round-robin, so the softmax, the pipeline
+// and the page lookups are paid once per super-tile and the m-tiles' mma chains overlap. Codes come
+// from shared memory through ldmatrix (keys) and ldmatrix.trans (values) in 16-byte chunks of a
+// token's codes and are unpacked without a subtraction: the codes of a half-word that lie in bits
+// 0-9 (INT2: 0-4, INT4: 0-1) are or-ed in place into the f16 64.0, which reads 64 + c/16,
+// 64 + c/4, 64 + c, 64 + 4c or 64 + 16c exactly, and the others the same after one shift (the
+// 64.0's exponent occupies bits 10-14). The query is divided by that factor, and the constant 64 is
+// taken out per group: 64 * (sum of the f16 query), computed once per item, is where the scores'
+// accumulation starts; 64 * (sum of the f16 weights) for the outputs, by one more mma against ones
+// per m-tile. The constant is at most 1024x a code step, so the f32 accumulation keeps ~14 bits of
+// the codes' contribution, finer than the f16 query (11 bits) and the f16 weights it multiplies.
+// INT2 is the cache's format; INT4 is an INT4 cache's and the band's (whose items took the
+// word-load path before: a 32K x 8 decode step 8% slower with the band than without).
 constexpr uint32_t kMagic64 = 0x54005400u;  // f16x2 (64, 64)
 constexpr uint32_t kOnes = 0x3c003c00u;     // f16x2 (1, 1)
 
+// How codes of `Bits` bits sit in a token's row and in the registers ldmatrix fills.
+template <int Bits>
+struct PackedCodes {
+  static_assert(Bits == 2 || Bits == 4, "packed codes are INT2 or INT4");
+  static constexpr int kChunks = Bits;                       // 16-byte chunks of a token's 128 channels
+  static constexpr int kRowBytes = 16 * kChunks;             // one token's codes
+  static constexpr int kChunkChannels = kHeadDim / kChunks;  // channels of a chunk
+  static constexpr int kLoads = kChunks / 2;                 // ldmatrix x4 loads per m-tile (two chunks each)
+  static constexpr int kHalfWordCodes = 16 / Bits;           // a register's extractions
+  static constexpr int kTilesPerChunk = kHalfWordCodes / 2;  // k-tiles (keys) or m-tiles (values) of a chunk
+  static constexpr int kSuperTokens = Bits == 2 ? 64 : 32;
+  static constexpr int kMTiles = kSuperTokens / kTileTokens;
+  static constexpr int kInPlace = Bits == 2 ? 5 : 2;  // codes of a half-word in bits 0-9
+  static constexpr int kShift = Bits == 2 ? 6 : 8;    // moves the others into bits 0-9
+
+  // Rows of codes are kRowBytes; chunk c of row r is stored at chunk c ^ ((r / (8 / kChunks)) %
+  // kChunks), so that the eight rows of an ldmatrix hit eight distinct groups of four banks.
+  static __device__ __forceinline__ uint32_t row_chunk(int row, int chunk) {
+    return row * kRowBytes + ((chunk ^ ((row / (8 / kChunks)) % kChunks)) << 4);
+  }
+  // Extraction e (0..kHalfWordCodes-1) of a register: code e of each half-word (bits Bits * e) lies
+  // at bit `bit(e)` of `shifted[source(e)]` = {x, x >> kShift}, read as 64 + factor(e) * code with
+  // factor 2^(bit - 4): one shift serves the codes of a register.
+  static __device__ __forceinline__ int extract_source(int e) { return e < kInPlace ? 0 : 1; }
+  static __device__ __forceinline__ int extract_bit(int e) { return e < kInPlace ? Bits * e : Bits * e - kShift; }
+  static __device__ __forceinline__ float extract_factor(int e) { return float(1 << extract_bit(e)) / 16.f; }
+  static __device__ __forceinline__ void shift_codes(uint32_t x, uint32_t (&shifted)[2]) {
+    shifted[0] = x;
+    shifted[1] = x >> kShift;
+  }
+  static __device__ __forceinline__ uint32_t extract_codes(const uint32_t (&shifted)[2], int e) {
+    const uint32_t mask = (((1u << Bits) - 1) << extract_bit(e)) * 0x00010001u;
+    return and_or(shifted[extract_source(e)], mask, kMagic64);
+  }
+  // The two extractions of tile k (0..kTilesPerChunk-1) of a chunk. INT2: (0, 3), (1, 4), (2, 5),
+  // (6, 7); INT4: (0, 1), (2, 3).
+  static __device__ __forceinline__ int pair_first(int k) { return Bits == 4 ? 2 * k : (k < 3 ? k : 6); }
+  static __device__ __forceinline__ int pair_second(int k) { return Bits == 4 ? 2 * k + 1 : (k < 3 ? k + 3 : 7); }
+
+  // The eight tiles of one ldmatrix load of codes (chunks 2L, 2L + 1 of 16 rows): `mma(tile, a)`
+  // for tile kTilesPerChunk * h + k of the load, its A operand from registers r[2h], r[2h + 1] and
+  // extractions pair_first(k), pair_second(k). Keys (rows are tokens): the registers are tokens g
+  // and g + 8, the extractions the two halves of k. Values (rows are channels): the extractions are
+  // rows g and g + 8, the registers the two halves of k.
+  template <bool RowsAreTokens, typename Mma>
+  static __device__ __forceinline__ void for_each_tile(const uint32_t (&r)[4], Mma mma) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t first[2], second[2];
+      shift_codes(r[2 * h], first);
+      shift_codes(r[2 * h + 1], second);
+#pragma unroll
+      for (int k = 0; k < kTilesPerChunk; ++k) {
+        const int e1 = pair_first(k), e2 = pair_second(k);
+        const uint32_t a[4] = {
+            extract_codes(first, e1), extract_codes(RowsAreTokens ? second : first, RowsAreTokens ? e1 : e2),
+            extract_codes(RowsAreTokens ? first : second, RowsAreTokens ? e2 : e1), extract_codes(second, e2)};
+        mma(kTilesPerChunk * h + k, a);
+      }
+    }
+  }
+};
+
 // A stage holds a super-tile as stored: key codes, value codes, key parameters, value parameters
-// (the parameters token-major, so the value parameters follow the key parameters' 64 tokens).
+// (the parameters token-major, so the value parameters follow the key parameters' super-tile).
 // q8 parameters are also decoded once per super-tile into (scale, zero) float pairs at the end of
 // the pool: the four lanes that share a row would each decode the same ones, a table lookup, a
 // conversion and two multiplies each; f16 and bf16 pairs convert in one or two instructions.
-template <int Group, ParamFormat Format>
-struct Int2Tile {
-  static constexpr int kRowBytes = kHeadDim / 4;  // one token's codes
+template <int Bits, int Group, ParamFormat Format>
+struct PackedTile {
+  using Codes = PackedCodes<Bits>;
+  static constexpr int kSuperTokens = Codes::kSuperTokens;
+  static constexpr int kMTiles = Codes::kMTiles;
   static constexpr int kGroups = kHeadDim / Group;
   static constexpr int kParamBytes = Format == ParamFormat::q8 ? 2 : 4;
-  static constexpr int kMTileCodeBytes = kTileTokens * kRowBytes;               // 512
+  static constexpr int kMTileCodeBytes = kTileTokens * Codes::kRowBytes;        // 512 or 1024
   static constexpr int kMTileParamBytes = kTileTokens * kGroups * kParamBytes;  // 32 to 128
   static constexpr int kKeyCodes = 0;
-  static constexpr int kValueCodes = kSuperTokens * kRowBytes;
-  static constexpr int kKeyParams = 2 * kSuperTokens * kRowBytes;
-  static constexpr int kValueParams = kKeyParams + 4 * kMTileParamBytes;
-  static constexpr int kBytes = kValueParams + 4 * kMTileParamBytes;
+  static constexpr int kValueCodes = kSuperTokens * Codes::kRowBytes;
+  static constexpr int kKeyParams = 2 * kSuperTokens * Codes::kRowBytes;
+  static constexpr int kValueParams = kKeyParams + kMTiles * kMTileParamBytes;
+  static constexpr int kBytes = kValueParams + kMTiles * kMTileParamBytes;
   static constexpr bool kDecodesParams = Format == ParamFormat::q8;
   static constexpr int kParamsPerSuperTile = 2 * kSuperTokens * kGroups;  // keys', then values'
   static constexpr int kDecodedBytes = kDecodesParams ? kParamsPerSuperTile * 8 : 0;
   static constexpr int kStages = (kPoolBytes - kDecodedBytes) / kBytes;
-  static_assert(kMTileParamBytes % 16 == 0 && kMTileParamBytes <= 16 * 16 && kStages >= 3, "INT2 tile");
+  static_assert(kMTileParamBytes % 16 == 0 && kMTileParamBytes <= 16 * 16 && kStages >= 3, "packed tile");
+  // The channel group of tile `tile` (k-tile of the keys, m-tile of the values).
+  static __device__ __forceinline__ int group_of_tile(int tile) {
+    return tile / Codes::kTilesPerChunk * Codes::kChunkChannels / Group;
+  }
 };
 
 // The parameters of row `row` (0..15) of m-tile i of the super-tile in `buffer`, group grp.
-template <int Group, ParamFormat Format>
-struct Int2Params {
-  using Tile = Int2Tile<Group, Format>;
+template <int Bits, int Group, ParamFormat Format>
+struct PackedParams {
+  using Tile = PackedTile<Bits, Group, Format>;
   float2* decoded;  // the warp's decoded pairs (q8)
   const float* q8_scales;
 
@@ -603,7 +674,8 @@ struct Int2Params {
   }
   __device__ __forceinline__ DeviceParams get(const unsigned char* buffer, bool value, int i, int row,
                                               int grp) const {
-    const int index = (value ? kSuperTokens * Tile::kGroups : 0) + (kTileTokens * i + row) * Tile::kGroups + grp;
+    const int index =
+        (value ? Tile::kSuperTokens * Tile::kGroups : 0) + (kTileTokens * i + row) * Tile::kGroups + grp;
     if constexpr (Tile::kDecodesParams) {
       const float2 pair = decoded[index];
       return {pair.x, pair.y};
@@ -612,73 +684,37 @@ struct Int2Params {
   }
 };
 
-// Code rows are 32 bytes; the two 16-byte halves of row r trade places when bit 2 of r is set, so
-// that the eight rows of an ldmatrix hit eight distinct groups of four banks.
-__device__ __forceinline__ uint32_t int2_row_chunk(int row, int chunk) {
-  return row * 32 + ((chunk ^ ((row >> 2) & 1)) << 4);
-}
-
-// Extraction e (0..7) of a register of codes: code e of each half-word (bits 2e) lies at bit
-// `bit(e)` of `shifted[source(e)]` = {x, x >> 6} (codes 0-4, 5-7), read as 64 + factor(e) * code
-// with factor 2^(bit - 4): one shift serves the sixteen codes of a register (two, when every code
-// was first moved to bits 4-9).
-__device__ __forceinline__ int extract_source(int e) { return e < 5 ? 0 : 1; }
-__device__ __forceinline__ int extract_bit(int e) { return e < 5 ? 2 * e : 2 * e - 6; }
-__device__ __forceinline__ float extract_factor(int e) { return float(1 << extract_bit(e)) / 16.f; }
-__device__ __forceinline__ void shift_codes(uint32_t x, uint32_t (&shifted)[2]) {
-  shifted[0] = x;
-  shifted[1] = x >> 6;
-}
-__device__ __forceinline__ uint32_t extract_codes(const uint32_t (&shifted)[2], int e) {
-  const uint32_t mask = (0x3u << extract_bit(e)) * 0x00010001u;
-  return and_or(shifted[extract_source(e)], mask, kMagic64);
-}
-// The two extractions of k-tile (m-tile) 4h + k: (0, 3), (1, 4), (2, 5), (6, 7).
-__device__ __forceinline__ int pair_first(int k) { return k < 3 ? k : 6; }
-__device__ __forceinline__ int pair_second(int k) { return k < 3 ? k + 3 : 7; }
-
-// The eight tiles of one ldmatrix load of codes: `mma(tile, a)` for tile 4h + k, its A operand
-// from registers r[2h], r[2h + 1] and extractions pair_first(k), pair_second(k). Keys (rows are
-// tokens): the registers are tokens g and g + 8, the extractions the two halves of k. Values
-// (rows are channels): the extractions are rows g and g + 8, the registers the two halves of k.
-template <bool RowsAreTokens, typename Mma>
-__device__ __forceinline__ void for_each_int2_tile(const uint32_t (&r)[4], Mma mma) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    uint32_t first[2], second[2];
-    shift_codes(r[2 * h], first);
-    shift_codes(r[2 * h + 1], second);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int e1 = pair_first(k), e2 = pair_second(k);
-      const uint32_t a[4] = {extract_codes(first, e1), extract_codes(RowsAreTokens ? second : first, RowsAreTokens ? e1 : e2),
-                             extract_codes(RowsAreTokens ? first : second, RowsAreTokens ? e2 : e1),
-                             extract_codes(second, e2)};
-      mma(4 * h + k, a);
-    }
-  }
-}
-
-template <int Group, ParamFormat Format>
-__device__ void process_int2_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
-  using Tile = Int2Tile<Group, Format>;
+// `Band`: the band's pages (AttentionArgs::band_layout and band_pages, PageIds::band) instead of
+// the cache's quantized ones.
+template <int Bits, int Group, ParamFormat Format, bool Band = false>
+__device__ void process_packed_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
+  using Codes = PackedCodes<Bits>;
+  using Tile = PackedTile<Bits, Group, Format>;
   constexpr int kGroups = Tile::kGroups;
+  constexpr int kSuperTokens = Tile::kSuperTokens;
+  constexpr int kMTiles = Tile::kMTiles;
+  constexpr int kTilesPerLoad = 2 * Codes::kTilesPerChunk;
   const Lane l = this_lane();
   const AttentionArgs& a = *c.args;
-  const PageLayout& layout = a.layout;
+  const PageLayout& layout = Band ? a.band_layout : a.layout;
+  const std::byte* arena = Band ? a.band_pages : a.quantized_pages;
   const int page_size = int(layout.page_size_tokens);
   const int begin = c.item.begin, end = c.item.end;
   const WarpTiles<kSuperTokens> tiles(c.item, l.warp);
   // m-tile i of super-tile j overlaps [begin, end) (the others are neither loaded nor computed).
   auto live = [&](int start, int i) { return start + kTileTokens * (i + 1) > begin && start + kTileTokens * i < end; };
+  auto page_id = [&](int page_index) {
+    const PageIds ids = a.page_table[c.item.page_table + page_index];
+    return Band ? ids.band : ids.quantized;
+  };
   // The first 32 tiles' page ids are read before the query is set up, so that the wait overlaps it.
-  TilePageIds page_ids(tiles.count, [&](int k) {
-    return a.page_table[c.item.page_table + page_position(tiles.position(k), page_size).page].quantized;
-  });
+  TilePageIds page_ids(tiles.count, [&](int k) { return page_id(page_position(tiles.position(k), page_size).page); });
 
-  // Score mma B operand: lane (g, t), head g, k-tile 4h + k, channels 64h + 16t + {e1, 8 + e1 | e2,
-  // 8 + e2} (e1, e2 = pair_first(k), pair_second(k)), each divided by its extraction factor; the
-  // sums that take the constant 64 and the zero points out, per group, for head g.
+  // Score mma B operand: lane (g, t), head g, k-tile kt of chunk q = kt / kTilesPerChunk, channels
+  // q * kChunkChannels + 2 * kHalfWordCodes * t + {e1, e1 + kHalfWordCodes | e2, e2 + kHalfWordCodes}
+  // (e1, e2 = pair_first(k), pair_second(k) of k = kt % kTilesPerChunk), each divided by its
+  // extraction factor; the sums that take the constant 64 and the zero points out, per group, for
+  // head g.
   const float* qg = group_queries(c) + l.g * kHeadDim;
   const bool head_exists = l.g < a.group;
   uint32_t q_b[8][2];
@@ -687,14 +723,15 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
   for (int grp = 0; grp < kGroups; ++grp) offset_part[grp] = q_sum_part[grp] = 0.f;
 #pragma unroll
   for (int kt = 0; kt < 8; ++kt) {
-    const int h = kt / 4, grp = 64 * h / Group;
+    const int chunk = kt / Codes::kTilesPerChunk, k = kt % Codes::kTilesPerChunk;
+    const int grp = Tile::group_of_tile(kt);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int e = half ? pair_second(kt % 4) : pair_first(kt % 4);
-      const int ch = 64 * h + 16 * l.t + e;
+      const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
+      const int ch = chunk * Codes::kChunkChannels + 2 * Codes::kHalfWordCodes * l.t + e;
       const float x0 = head_exists ? qg[ch] * a.score_scale : 0.f;
-      const float x1 = head_exists ? qg[ch + 8] * a.score_scale : 0.f;
-      q_b[kt][half] = pack_f16x2(x0 / extract_factor(e), x1 / extract_factor(e));
+      const float x1 = head_exists ? qg[ch + Codes::kHalfWordCodes] * a.score_scale : 0.f;
+      q_b[kt][half] = pack_f16x2(x0 / Codes::extract_factor(e), x1 / Codes::extract_factor(e));
       const float2 rounded = unpack_f16x2(q_b[kt][half]);
       offset_part[grp] += 64.f * (rounded.x + rounded.y);
       q_sum_part[grp] += x0 + x1;
@@ -722,17 +759,25 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
     weight_sum[grp][0] = weight_sum[grp][1] = weight_sum[grp][2] = weight_sum[grp][3] = 0.f;
   }
 
-  // ldmatrix rows: lanes 0-7 tokens 0-7 and 8-15 tokens 8-15 of channels 0-63, lanes 16-31 the
-  // same tokens of channels 64-127 (matrices 0-3 of the x4 load); m-tile i is i * 512 bytes further.
-  const uint32_t matrix_row = int2_row_chunk((l.lane & 7) + ((l.lane >> 3) & 1) * 8, l.lane >> 4);
-  // Copies: lane L takes 16-byte chunk L of an m-tile's 512 bytes of key codes and of value codes;
-  // lanes below 2 * param chunks take one chunk of the key or the value parameters. Offsets inside
-  // a page are 32-bit (a page of 4096 tokens of 64 KV heads is 18 MB).
+  // ldmatrix rows of load L: lanes 0-7 tokens 0-7 and 8-15 tokens 8-15 of chunk 2L, lanes 16-31
+  // the same tokens of chunk 2L + 1 (matrices 0-3 of the x4 load); m-tile i is i * kMTileCodeBytes
+  // further.
+  uint32_t matrix_row[Codes::kLoads];
+#pragma unroll
+  for (int load = 0; load < Codes::kLoads; ++load) {
+    matrix_row[load] = Codes::row_chunk((l.lane & 7) + ((l.lane >> 3) & 1) * 8, 2 * load + (l.lane >> 4));
+  }
+  // Copies: lane L takes 16-byte chunk L (and L + 32, ...) of an m-tile's key codes and of its
+  // value codes, rows kRowsPerCopy apart; lanes below 2 * param chunks take one chunk of the key or
+  // the value parameters. Offsets inside a page are 32-bit (a page of 4096 tokens of 64 KV heads is
+  // 18 MB of INT2).
+  constexpr int kCopiesPerMTile = Codes::kChunks / 2;
+  constexpr int kRowsPerCopy = 32 / Codes::kChunks;
   constexpr int kParamChunks = Tile::kMTileParamBytes / 16;
   constexpr int kParamBytesPerToken = kGroups * Tile::kParamBytes;
-  const int code_row = l.lane >> 1;
-  const uint32_t code_destination = int2_row_chunk(code_row, l.lane & 1);
-  const uint32_t head_codes = uint32_t(c.kv_head * page_size + code_row) * Tile::kRowBytes + (l.lane & 1) * 16;
+  const int code_row = l.lane / Codes::kChunks, code_chunk = l.lane % Codes::kChunks;
+  const uint32_t code_destination = Codes::row_chunk(code_row, code_chunk);
+  const uint32_t head_codes = uint32_t(c.kv_head * page_size + code_row) * Codes::kRowBytes + code_chunk * 16;
   const uint32_t key_codes = uint32_t(layout.key_codes_offset) + head_codes;
   const uint32_t value_codes = uint32_t(layout.value_codes_offset) + head_codes;
   const bool copies_params = l.lane < 2 * kParamChunks;
@@ -744,30 +789,36 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
   const uint32_t param_destination =
       (copies_value_params ? Tile::kValueParams : Tile::kKeyParams) + (l.lane % kParamChunks) * 16;
   const uint32_t param_chunk_offset = (l.lane % kParamChunks) * 16;
+  // An m-tile's copies from its first row's key codes, value codes and parameters (the lane's).
+  auto copy_m_tile = [&](uint32_t base, int i, const std::byte* keys, const std::byte* values,
+                         const std::byte* params_at) {
+#pragma unroll
+    for (int copy = 0; copy < kCopiesPerMTile; ++copy) {
+      const int rows = copy * kRowsPerCopy * Codes::kRowBytes;
+      cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination + rows, keys + rows);
+      cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination + rows, values + rows);
+    }
+    if (copies_params) cp_async_16(base + param_destination + i * Tile::kMTileParamBytes, params_at);
+  };
 
-  // Pages of a power of two >= 64 tokens hold whole super-tiles: those inside [begin, end) (all
-  // but an item's first and last) take one page lookup and one address per kind, the m-tiles at
-  // constant offsets from it. (The general loop below spent ~140 instructions a super-tile, a
-  // sixth of the kernel's, on page and address arithmetic.)
+  // Pages of a power of two >= kSuperTokens tokens hold whole super-tiles: those inside
+  // [begin, end) (all but an item's first and last) take one page lookup and one address per kind,
+  // the m-tiles at constant offsets from it. (The general loop below spent ~140 instructions a
+  // super-tile, a sixth of the INT2 kernel's, on page and address arithmetic.)
   const bool whole_pages = (page_size & (page_size - 1)) == 0 && page_size >= kSuperTokens;
   auto load = [&](int j, unsigned char* buffer) {
     const int start = tiles.position(j);
     const uint32_t base = shared_address(buffer);
     if (whole_pages && start >= begin && start + kSuperTokens <= end) {
-      const PagePosition at = page_position(start, page_size);
-      const int32_t id = page_ids.get(j);
-      const std::byte* page = a.quantized_pages + int64_t(id) * layout.quantized_page_bytes;
-      const uint32_t slot = uint32_t(at.slot);
-      const std::byte* keys = page + (key_codes + slot * Tile::kRowBytes);
-      const std::byte* values = page + (value_codes + slot * Tile::kRowBytes);
+      const uint32_t slot = uint32_t(page_position(start, page_size).slot);
+      const std::byte* page = arena + int64_t(page_ids.get(j)) * layout.quantized_page_bytes;
+      const std::byte* keys = page + (key_codes + slot * Codes::kRowBytes);
+      const std::byte* values = page + (value_codes + slot * Codes::kRowBytes);
       const std::byte* params_at = page + (param_source + slot * kParamBytesPerToken + param_chunk_offset);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination,
-                    keys + Tile::kMTileCodeBytes * i);
-        cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination,
-                    values + Tile::kMTileCodeBytes * i);
-        if (copies_params) cp_async_16(base + param_destination + i * Tile::kMTileParamBytes, params_at + i * Tile::kMTileParamBytes);
+      for (int i = 0; i < kMTiles; ++i) {
+        copy_m_tile(base, i, keys + Tile::kMTileCodeBytes * i, values + Tile::kMTileCodeBytes * i,
+                    params_at + Tile::kMTileParamBytes * i);
       }
       return;
     }
@@ -777,41 +828,33 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
     int looked_up = -1;
     const std::byte* page = nullptr;
 #pragma unroll
-    for (int i = 0; i < 4; ++i, slot += kTileTokens) {
+    for (int i = 0; i < kMTiles; ++i, slot += kTileTokens) {
       if (slot >= page_size) slot -= page_size, ++page_index;  // pages hold a multiple of 16 tokens
       if (!live(start, i)) continue;
       if (page_index != looked_up) {
         looked_up = page_index;
-        const int32_t id = a.page_table[c.item.page_table + page_index].quantized;
-        page = a.quantized_pages + int64_t(id) * layout.quantized_page_bytes;
+        page = arena + int64_t(page_id(page_index)) * layout.quantized_page_bytes;
       }
-      const uint32_t codes_at = uint32_t(slot) * Tile::kRowBytes;
-      cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination, page + (key_codes + codes_at));
-      cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination, page + (value_codes + codes_at));
-      if (copies_params) {
-        cp_async_16(base + param_destination + i * Tile::kMTileParamBytes,
-                    page + (param_source + uint32_t(slot) * kParamBytesPerToken + param_chunk_offset));
-      }
+      const uint32_t codes_at = uint32_t(slot) * Codes::kRowBytes;
+      copy_m_tile(base, i, page + (key_codes + codes_at), page + (value_codes + codes_at),
+                  page + (param_source + uint32_t(slot) * kParamBytesPerToken + param_chunk_offset));
     }
   };
 
-  // Super-tiles inside [begin, end) take a branch-free body, so that the four m-tiles' mma chains
-  // can be interleaved; the first and last ones skip or mask what lies outside.
-  const Int2Params<Group, Format> params{reinterpret_cast<float2*>(pool + kPoolBytes - Tile::kDecodedBytes),
-                                         c.q8_scales};
+  // Super-tiles inside [begin, end) take a branch-free body, so that the m-tiles' mma chains can be
+  // interleaved; the first and last ones skip or mask what lies outside.
+  const PackedParams<Bits, Group, Format> params{reinterpret_cast<float2*>(pool + kPoolBytes - Tile::kDecodedBytes),
+                                                 c.q8_scales};
   auto compute_super_tile = [&](int start, unsigned char* buffer, auto inside) {
     constexpr bool kInside = decltype(inside)::value;
     const uint32_t codes = shared_address(buffer);
     params.prepare(buffer, l.lane);
-    // Scores of the four m-tiles: rows g, g+8; heads 2t, 2t+1.
-    float s[4][4];
+    // Scores of the m-tiles: rows g, g+8; heads 2t, 2t+1.
+    float s[kMTiles][4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kMTiles; ++i) {
       s[i][0] = s[i][1] = s[i][2] = s[i][3] = -INFINITY;
       if (!kInside && !live(start, i)) continue;
-      // r[2h]: token g, r[2h + 1]: token g + 8; channels 64h + 16t + (0..7 | 8..15) per half-word.
-      uint32_t r[4];
-      ldmatrix_x4(r, codes + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + matrix_row);
       // The dot products start from minus the constant 64's share, so they end as sum q * code.
       // Channels 0-63 and 64-127 accumulate apart (a group of 128 adds the two), so that each
       // chain of dependent mma is four long.
@@ -822,7 +865,16 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
         dot[h][0] = dot[h][2] = starts_group ? -offset[64 * h / Group][0] : 0.f;
         dot[h][1] = dot[h][3] = starts_group ? -offset[64 * h / Group][1] : 0.f;
       }
-      for_each_int2_tile<true>(r, [&](int kt, const uint32_t(&ka)[4]) { mma_f16(dot[kt / 4], ka, q_b[kt]); });
+#pragma unroll
+      for (int load = 0; load < Codes::kLoads; ++load) {
+        // r[2h]: token g, r[2h + 1]: token g + 8, chunk 2 * load + h.
+        uint32_t r[4];
+        ldmatrix_x4(r, codes + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + matrix_row[load]);
+        Codes::template for_each_tile<true>(r, [&](int tile, const uint32_t(&ka)[4]) {
+          const int kt = kTilesPerLoad * load + tile;
+          mma_f16(dot[kt / 4], ka, q_b[kt]);
+        });
+      }
       if constexpr (kGroups == 1) {
 #pragma unroll
         for (int x = 0; x < 4; ++x) dot[0][x] += dot[1][x];
@@ -854,7 +906,7 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
       }
     });
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < kMTiles; ++i) {
       if (!kInside && !live(start, i)) continue;
       // Weights per value group: P * scale as the B operand, P * zero summed on the side.
       uint32_t weights[kGroups][2];
@@ -869,12 +921,18 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
         const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
         mma_f16(weight_sum[grp], ones, weights[grp]);
       }
-      // x[2h]: tokens 2t, 2t+1 (x[2h + 1]: 2t+8, 2t+9), channels 64h + 8g + (0..7) per half-word;
-      // m-tile 4h + k: row g is channel 64h + 8g + pair_first(k), row g+8 64h + 8g + pair_second(k).
-      uint32_t x[4];
-      ldmatrix_x4_trans(x, codes + Tile::kValueCodes + Tile::kMTileCodeBytes * i + matrix_row);
-      for_each_int2_tile<false>(
-          x, [&](int mt, const uint32_t(&va)[4]) { mma_f16(state.acc[mt], va, weights[16 * mt / Group]); });
+      // x[2h]: tokens 2t, 2t+1 (x[2h + 1]: 2t+8, 2t+9) of chunk q = 2 * load + h, channels
+      // q * kChunkChannels + kHalfWordCodes * g + (0..kHalfWordCodes-1) per half-word; m-tile
+      // kTilesPerChunk * q + k: row g is that channel + pair_first(k), row g+8 + pair_second(k).
+#pragma unroll
+      for (int load = 0; load < Codes::kLoads; ++load) {
+        uint32_t x[4];
+        ldmatrix_x4_trans(x, codes + Tile::kValueCodes + Tile::kMTileCodeBytes * i + matrix_row[load]);
+        Codes::template for_each_tile<false>(x, [&](int tile, const uint32_t(&va)[4]) {
+          const int mt = kTilesPerLoad * load + tile;
+          mma_f16(state.acc[mt], va, weights[Tile::group_of_tile(mt)]);
+        });
+      }
     }
   };
   auto compute = [&](int j, unsigned char* buffer) {
@@ -887,13 +945,19 @@ __device__ void process_int2_item(const ItemContext& c, WarpState& state, unsign
   };
   pipeline<Tile::kStages, Tile::kBytes>(pool, tiles.count, load, compute);
   finish_quantized_item(state, zero_acc);
+  // Output m-tile i: chunk q = i / kTilesPerChunk, extraction pair k = i % kTilesPerChunk.
+  auto extraction = [](int i, int half) {
+    const int k = i % Codes::kTilesPerChunk;
+    return half ? Codes::pair_second(k) : Codes::pair_first(k);
+  };
   write_warp_state(
       l, a.group, state, merge,
-      [&](int i, int half) { return 64 * (i / 4) + 8 * l.g + (half ? pair_second(i % 4) : pair_first(i % 4)); },
+      [&](int i, int half) {
+        return i / Codes::kTilesPerChunk * Codes::kChunkChannels + Codes::kHalfWordCodes * l.g + extraction(i, half);
+      },
       [&](int i, int half, int e) {
-        const int grp = 64 * (i / 4) / Group;
-        const int extraction = half ? pair_second(i % 4) : pair_first(i % 4);
-        return (state.acc[i][2 * half + e] - 64.f * weight_sum[grp][e]) / extract_factor(extraction) +
+        const int grp = Tile::group_of_tile(i);
+        return (state.acc[i][2 * half + e] - 64.f * weight_sum[grp][e]) / Codes::extract_factor(extraction(i, half)) +
                zero_acc[grp][e];
       });
 }
@@ -934,23 +998,26 @@ __device__ int work_counter[2];
 constexpr int kPoolsBytes = kWarps * kPoolBytes;
 constexpr int kSharedBytes = kPoolsBytes + 256 * sizeof(float);  // the pools, then the q8 scale table
 
-// Bits 0: bf16 pages only. Quantized items: INT2 in groups of 64 or 128 channels take the
-// super-tile path, other formats the word-load path. Band items (INT2 caches only: the band's INT4
-// copies, f16 parameters, KvCacheConfig::band_config) take the word-load path too, at a fraction
-// of the super-tile path's speed: 5-8% of a decode step at 32K x 4-8, at most 1.3% at 100K
-// (docs/bench, section (b)); an INT4 super-tile path is what would take that back.
+// Bits 0: bf16 pages only. Quantized items: INT2 and INT4 in groups of 64 or 128 channels take
+// the super-tile path, groups of 32 the word-load path. Band items (INT2 caches only: the band's
+// INT4 copies, f16 parameters, KvCacheConfig::band_config) take the path of the cache's groups.
 template <int Bits, int Group, ParamFormat Format>
 __device__ __forceinline__ void process_item(const ItemContext& c, WarpState& state, unsigned char* pool,
                                              float* merge) {
   if constexpr (Bits == 0) {
     process_full_item(c, state, pool, merge);
   } else {
+    constexpr bool kSuperTiles = Group >= 64;
     if (c.item.pages == KeyPages::full) {
       process_full_item(c, state, pool, merge);
     } else if (c.item.pages == KeyPages::band) {
-      if constexpr (Bits == 2) process_quantized_item<4, Group, ParamFormat::f16, /*Band=*/true>(c, state, pool, merge);
-    } else if constexpr (Bits == 2 && Group >= 64) {
-      process_int2_item<Group, Format>(c, state, pool, merge);
+      if constexpr (Bits == 2 && kSuperTiles) {
+        process_packed_item<4, Group, ParamFormat::f16, /*Band=*/true>(c, state, pool, merge);
+      } else if constexpr (Bits == 2) {
+        process_quantized_item<4, Group, ParamFormat::f16, /*Band=*/true>(c, state, pool, merge);
+      }
+    } else if constexpr (kSuperTiles) {
+      process_packed_item<Bits, Group, Format>(c, state, pool, merge);
     } else {
       process_quantized_item<Bits, Group, Format>(c, state, pool, merge);
     }

@@ -211,12 +211,11 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
     }
   }
   // The decode kernel's blocks take items in this order: the longest first (each item names its
-  // own partial record, so the order is free). A position counts its code bits if quantized, 16 if
-  // full precision, and 16 in the band too: the word-load path reads the band's 4-bit copies at a
-  // fraction of the 2-bit path's speed, and counted by their 4 bits, the band's items came after
-  // the long 2-bit splits and ended the launch (a decode step of 32K x 8 with a band of 768 took
-  // 10.28 ms on the H100, 9.37 without the band).
-  const int64_t cost_per_position[] = {16, std::max(1, kv.bits()), 16};
+  // own partial record, so the order is free), a position counted by the bits the kernel reads for
+  // it: 16 at full precision, the code bits if quantized or in the band. (While the band's items
+  // took a slower path than the 2-bit ones, they counted 16 a position: by their 4 bits they came
+  // after the long 2-bit splits and ended the launch, 32K x 8 10.28 ms instead of 9.37.)
+  const int64_t cost_per_position[] = {16, std::max(1, kv.bits()), kv.has_band() ? kv.band_config().bits() : 16};
   auto cost = [&](const DecodeItem& item) {
     return int64_t(item.end - item.begin) * cost_per_position[int(item.pages)];
   };
