@@ -359,17 +359,12 @@ std::vector<double> reference_attention(const PageLayout& layout, const PageLayo
   return out;
 }
 
-class CudaDecodeAttention : public ::testing::TestWithParam<AttentionCase> {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  }
-};
-
-// Three sequences at contexts that give one, a few and many splits, each page present in every
-// format at shuffled page ids, random page bytes and queries; decode kernel + combine.
-TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
-  const AttentionCase a = GetParam();
+// Sequences of `cached[s]` tokens, each with a step of `step_tokens[s]` query rows (1: a decode
+// row), every page present in every format at shuffled page ids, random page bytes and queries; the
+// step's attention through the decode kernel (`prefill` false: single-token steps) or the prefill
+// kernel, then the combine, each query row against float64.
+void expect_attention_matches_reference(const AttentionCase& a, const std::vector<int64_t>& cached,
+                                        const std::vector<int64_t>& step_tokens, bool prefill) {
   KvCacheConfig kv;
   kv.dtype = a.dtype;
   kv.group_size = a.group_size;
@@ -381,9 +376,14 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   const int num_kv_heads = 2, d = 128;
   const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
   const PageLayout band_layout = kv.has_band() ? make_band_layout(kv, num_kv_heads, d) : PageLayout{};
-  const std::vector<int64_t> contexts = {37, 700, 9001};
-  int64_t page_count = 0;
-  for (const int64_t t : contexts) page_count += t / kv.page_size_tokens + 1;
+  // Each sequence's pages cover its last query row's position.
+  std::vector<int64_t> last_position(cached.size());
+  int64_t page_count = 0, row_count = 0;
+  for (size_t s = 0; s < cached.size(); ++s) {
+    last_position[s] = cached[s] + step_tokens[s] - 1;
+    page_count += last_position[s] / kv.page_size_tokens + 1;
+    row_count += step_tokens[s];
+  }
   DeviceBuffer<std::byte> full(size_t(page_count * layout.full_page_bytes));
   DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, page_count * layout.quantized_page_bytes)));
   DeviceBuffer<std::byte> band(size_t(std::max<int64_t>(1, page_count * band_layout.quantized_page_bytes)));
@@ -396,29 +396,37 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   std::vector<int32_t> ids(static_cast<size_t>(page_count));
   std::iota(ids.begin(), ids.end(), 0);
   std::shuffle(ids.begin(), ids.end(), std::mt19937(3));
-  std::vector<SequencePages> sequences(contexts.size());
-  std::vector<std::vector<LogicalPage>> tables(contexts.size());
-  std::vector<int32_t> tokens(contexts.size(), 1);
+  std::vector<SequencePages> sequences(cached.size());
+  std::vector<std::vector<LogicalPage>> tables(cached.size());
+  std::vector<int32_t> tokens(size_t(row_count), 1);
   std::vector<SequenceStep> steps;
   size_t next_id = 0;
-  for (size_t s = 0; s < contexts.size(); ++s) {
-    for (int64_t p = 0; p <= contexts[s] / kv.page_size_tokens; ++p, ++next_id) {
+  for (size_t s = 0; s < cached.size(); ++s) {
+    for (int64_t p = 0; p <= last_position[s] / kv.page_size_tokens; ++p, ++next_id) {
       tables[s].push_back({ids[next_id], layout.bits > 0 ? ids[page_count - 1 - int64_t(next_id)] : -1,
                            kv.has_band() ? band_ids[next_id] : -1});
     }
-    sequences[s].attach_prefix(tables[s], contexts[s]);
+    sequences[s].attach_prefix(tables[s], cached[s]);
   }
-  for (size_t s = 0; s < contexts.size(); ++s) steps.push_back({std::span(&tokens[s], 1), &sequences[s], false});
+  int64_t first_token = 0;
+  for (size_t s = 0; s < cached.size(); ++s) {
+    steps.push_back({std::span(&tokens[size_t(first_token)], size_t(step_tokens[s])), &sequences[s], false});
+    first_token += step_tokens[s];
+  }
   StepPlanShape shape{num_kv_heads, a.query_group, true, decode_attention_resident_blocks(layout)};
   // A bf16 cache's splits are multiples of 64 (step_plan.h); at these contexts the rule picks 256,
   // so take 320: pieces that start and end off the 256 grid.
   if (!kv.quantized()) shape.split_tokens = 5 * kFullDecodeSplitAlignment;
-  ASSERT_TRUE(decode_attention_supports(layout, a.query_group));
+  if (!prefill) {
+    ASSERT_TRUE(decode_attention_supports(layout, a.query_group));
+  }
   const StepPlan plan = make_step_plan(steps, kv, shape);
+  ASSERT_EQ(plan.decode_items.empty(), prefill);
+  ASSERT_EQ(plan.block_items.empty(), !prefill);
   DeviceStep device_step;
   device_step.upload(plan, nullptr);
   const int64_t q_width = int64_t(num_kv_heads) * a.query_group * d;
-  const auto queries = random_floats(size_t(int64_t(contexts.size()) * q_width), 12, -2.f, 2.f);
+  const auto queries = random_floats(size_t(row_count * q_width), 12, -2.f, 2.f);
   const auto d_queries = to_device(queries);
   DeviceBuffer<float> partials(size_t(plan.partial_records * partial_record_floats(a.query_group, d)));
   const DeviceBuffer<float> d_q8 = make_q8_scale_table();
@@ -440,22 +448,44 @@ TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   args.group = a.query_group;
   args.score_scale = attention_score_scale(d);
   args.q8_scales = d_q8.data();
-  launch_decode_attention(args, decode_attention_resident_blocks(layout), nullptr);
-  DeviceBuffer<__nv_bfloat16> out(size_t(int64_t(contexts.size()) * q_width));
+  if (prefill) {
+    launch_prefill_attention(args, prefill_attention_resident_blocks(), nullptr);
+  } else {
+    launch_decode_attention(args, decode_attention_resident_blocks(layout), nullptr);
+  }
+  DeviceBuffer<__nv_bfloat16> out(size_t(row_count * q_width));
   DeviceBuffer<float> out_float(out.size());
-  launch_attention_combine(device_step.combine(), int64_t(contexts.size()), plan.max_splits(), partials.data(),
-                           num_kv_heads, a.query_group, d, out.data(), out_float.data(), nullptr);
+  launch_attention_combine(device_step.combine(), row_count, plan.max_splits(), partials.data(), num_kv_heads,
+                           a.query_group, d, out.data(), out_float.data(), nullptr);
   const auto actual = to_host(out_float, out_float.size());
   const HostArenas arenas{to_host(full, full.size()), to_host(quantized, quantized.size()), to_host(band, band.size())};
-  for (size_t s = 0; s < contexts.size(); ++s) {
-    const auto expected = reference_attention(layout, band_layout, kv, arenas, tables[s], contexts[s],
-                                              queries.data() + int64_t(s) * q_width, num_kv_heads, a.query_group);
-    const std::vector<float> got(actual.begin() + ptrdiff_t(int64_t(s) * q_width),
-                                 actual.begin() + ptrdiff_t(int64_t(s + 1) * q_width));
-    const double error = relative_error(expected, got);
-    std::printf("[ %s ] context %lld: relative error %.2e\n", a.name, static_cast<long long>(contexts[s] + 1), error);
-    EXPECT_LE(error, a.tolerance) << "context " << contexts[s] + 1;
+  int64_t row = 0;
+  for (size_t s = 0; s < cached.size(); ++s) {
+    double worst = 0.0;
+    for (int64_t t = cached[s]; t <= last_position[s]; ++t, ++row) {
+      const auto expected = reference_attention(layout, band_layout, kv, arenas, tables[s], t,
+                                                queries.data() + row * q_width, num_kv_heads, a.query_group);
+      const std::vector<float> got(actual.begin() + ptrdiff_t(row * q_width),
+                                   actual.begin() + ptrdiff_t((row + 1) * q_width));
+      const double error = relative_error(expected, got);
+      worst = std::max(worst, error);
+      EXPECT_LE(error, a.tolerance) << "sequence " << s << ", position " << t;
+    }
+    std::printf("[ %s ] context %lld, %lld rows: largest relative error %.2e\n", a.name,
+                static_cast<long long>(cached[s] + 1), static_cast<long long>(step_tokens[s]), worst);
   }
+}
+
+class CudaDecodeAttention : public ::testing::TestWithParam<AttentionCase> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Three sequences at contexts that give one, a few and many splits.
+TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
+  expect_attention_matches_reference(GetParam(), {37, 700, 9001}, {1, 1, 1}, /*prefill=*/false);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -488,6 +518,33 @@ INSTANTIATE_TEST_SUITE_P(
                                     5e-3, 40, 16, 100},
                       AttentionCase{"int2_g32_f16_gqa4_band768", KvDtype::int2, 32, ParamFormat::f16, 4, 5e-3, 64, 64,
                                     768}),
+    [](const auto& test_case) { return std::string(test_case.param.name); });
+
+class CudaPrefillAttention : public ::testing::TestWithParam<AttentionCase> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+// Prefill chunks over a cached prefix (chunked prefill, prefix-cache hits): a chunk whose rows all
+// read full precision, one whose rows cross the recent window's and the band's boundaries at
+// different positions, and one of a block item and a part over a long prefix.
+TEST_P(CudaPrefillAttention, MatchesFloat64Reference) {
+  expect_attention_matches_reference(GetParam(), {37, 700, 3000}, {20, 130, 23}, /*prefill=*/true);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, CudaPrefillAttention,
+    ::testing::Values(AttentionCase{"bf16_gqa4", KvDtype::bf16, 128, ParamFormat::f16, 4, 2e-3},
+                      AttentionCase{"int2_g128_q8_gqa8", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3},
+                      AttentionCase{"int2_g64_bf16_gqa4_sink40_page48", KvDtype::int2, 64, ParamFormat::bf16, 4, 5e-3,
+                                    40, 48},
+                      AttentionCase{"int4_g32_f16_gqa2", KvDtype::int4, 32, ParamFormat::f16, 2, 5e-3},
+                      AttentionCase{"int2_g128_q8_gqa8_band300", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3, 64, 64,
+                                    300},
+                      AttentionCase{"int2_g64_f16_gqa4_sink4_page16_band100", KvDtype::int2, 64, ParamFormat::f16, 4,
+                                    5e-3, 4, 16, 100}),
     [](const auto& test_case) { return std::string(test_case.param.name); });
 
 // ---- migration out of the recent window --------------------------------------------------------
