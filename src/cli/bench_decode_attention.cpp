@@ -84,7 +84,8 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
                  int64_t split_tokens) {
   const int group = int(model.group_size());
   const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
-  const PageLayout band_layout = kv.has_band() ? make_band_layout(kv, model.num_kv_heads, model.head_dim) : PageLayout{};
+  const PageLayout band_layout =
+      kv.has_band() ? make_band_layout(kv, model.num_kv_heads, model.head_dim) : PageLayout{};
   // Every row's KV, plus the float queries read and the bf16 outputs written (q_floats counts
   // the whole batch's already).
   const int64_t q_floats = batch * model.num_heads * model.head_dim;
@@ -155,20 +156,19 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
 
 void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
   const ModelConfig model = hf_config(o.model);
+  const std::vector<KvCacheConfig> caches =
+      bench_kv_configs(parse_param_format(o.scale_format), o.band_tokens, model.head_dim);
   const GpuDescription gpu = describe_gpu();
   fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {} KV shape: {} KV heads x {} query heads per KV head x D {}\n",
              gpu.name, gpu.driver, gpu.copy_gbps, o.model, model.num_kv_heads, model.group_size(), model.head_dim);
   fmt::print("{:>5} {:>5} {:>8} {:>6} {:>11} {:>12} {:>8} {:>6} {:>6}\n", "kv", "band", "context", "batch", "time_us",
              "bytes", "GB/s", "bw", "split");
-  std::vector<std::pair<KvDtype, int64_t>> caches = {{KvDtype::bf16, 0}};
-  for (const int64_t band : parse_int_list(o.band_tokens)) caches.emplace_back(KvDtype::int2, band);
   std::vector<nlohmann::json> rows;
   for (const int64_t context : parse_int_list(o.contexts)) {
     for (const int64_t batch : parse_int_list(o.batches)) {
-      for (const auto& [dtype, band] : caches) {
-        KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format));
-        kv.band_tokens = band;
-        validate(kv, model.head_dim);
+      for (const KvCacheConfig& kv : caches) {
+        const KvDtype dtype = kv.dtype;
+        const int64_t band = kv.band_tokens;
         const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
         if (double(batch) * double(kv_bytes_read(kv, layout, context)) > 0.6 * double(cuda_free_bytes())) {
           fmt::print("{:>5} {:>5} {:>8} {:>6}   skipped: the pages do not fit\n", to_string(dtype), band, context,
@@ -177,8 +177,8 @@ void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
         }
         const Measured m = measure(model, kv, context, batch, o.iterations, o.split_tokens);
         const double gbps = double(m.bytes) / (m.time_us * 1e-6) / 1e9;
-        fmt::print("{:>5} {:>5} {:>8} {:>6} {:>11.1f} {:>12} {:>8.0f} {:>5.1f}% {:>6}\n", to_string(dtype), band, context,
-                   batch, m.time_us, m.bytes, gbps, 100.0 * gbps / gpu.copy_gbps, m.split_tokens);
+        fmt::print("{:>5} {:>5} {:>8} {:>6} {:>11.1f} {:>12} {:>8.0f} {:>5.1f}% {:>6}\n", to_string(dtype), band,
+                   context, batch, m.time_us, m.bytes, gbps, 100.0 * gbps / gpu.copy_gbps, m.split_tokens);
         rows.push_back({{"kernel", "decode_attention"}, {"kv", std::string(to_string(dtype))}, {"model", o.model},
                         {"context", context}, {"batch", batch}, {"time_us", m.time_us}, {"bytes", m.bytes},
                         {"gbps", gbps}, {"bw_fraction", gbps / gpu.copy_gbps}, {"split_tokens", m.split_tokens},
@@ -208,7 +208,8 @@ void register_bench_decode_attention(CLI::App& bench) {
   command->add_option("--split-tokens", options->split_tokens,
                       "key positions per split of a decode row, a multiple of 256 (default: the plan's choice)");
   command->add_option("--kv-band-tokens", options->band_tokens,
-                      "INT2: tokens behind the recent window also held at 4 bits, a list (one INT2 row each; 0: no band)")
+                      "INT2: tokens behind the recent window also held at 4 bits, a list (one INT2 row each; "
+                      "0: no band)")
       ->capture_default_str();
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_attention(*options); });

@@ -111,6 +111,13 @@ KvPageCounts pages_for(const KvCacheConfig& kv, int64_t tokens, int64_t batch) {
 
 void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const ModelConfig config = hf_config(o.model);
+  // The rotations file is read by the backends and removed however the run ends.
+  const struct RemovedAtExit {
+    std::string path;
+    ~RemovedAtExit() { std::filesystem::remove(path); }
+  } rotations{write_synthetic_oscar_rotations(config)};
+  const std::vector<KvCacheConfig> caches =
+      bench_kv_configs(parse_param_format(o.scale_format), o.band_tokens, config.head_dim, rotations.path);
   const GpuDescription gpu = describe_gpu();
   fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {}: {} layers, {:.2f} GB of matrices\n", gpu.name, gpu.driver,
              gpu.copy_gbps, o.model, config.num_layers, double(matrix_bytes(config)) / 1e9);
@@ -120,12 +127,7 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const std::vector<int64_t> contexts = parse_int_list(o.contexts), batches = parse_int_list(o.batches);
   std::vector<nlohmann::json> rows;
-  const std::string rotations = write_synthetic_oscar_rotations(config);
-  std::vector<std::pair<KvDtype, int64_t>> caches = {{KvDtype::bf16, 0}};
-  for (const int64_t band : parse_int_list(o.band_tokens)) caches.emplace_back(KvDtype::int2, band);
-  for (const auto& [dtype, band] : caches) {
-    KvCacheConfig kv = bench_kv_config(dtype, parse_param_format(o.scale_format), rotations);
-    kv.band_tokens = band;
+  for (const KvCacheConfig& kv : caches) {
     const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
     // Every page the runs below need, allocated once: the largest (context, batch) that fits.
     const int64_t budget = cuda_free_bytes() - matrix_bytes(config) - config.vocab_size * config.hidden_size * 2 -
@@ -154,7 +156,8 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
         const StepResult r = time_steps(*backend, context, batch, o.steps, gpu.copy_gbps);
         fmt::print("  context {:>7} batch {:>3}: step {:8.3f} ms, floor {:8.3f} ms ({:.2f}x), {:.0f} tokens/s\n", context,
                    batch, r.step_ms, r.floor_ms, r.step_ms / r.floor_ms, double(batch) / r.step_ms * 1e3);
-        rows.push_back({{"kernel", "decode_step"}, {"kv", std::string(to_string(dtype))}, {"kv_config", describe(kv)},
+        rows.push_back({{"kernel", "decode_step"}, {"kv", std::string(to_string(kv.dtype))},
+                        {"kv_config", describe(kv)},
                         {"model", o.model}, {"context", context}, {"batch", batch}, {"time_us", r.step_ms * 1e3},
                         {"bytes", r.bytes}, {"floor_us", r.floor_ms * 1e3}, {"floor_ratio", r.step_ms / r.floor_ms},
                         {"tokens_per_s", double(batch) / r.step_ms * 1e3}});
@@ -164,13 +167,13 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
       const StepResult r = time_steps(*backend, o.max_batch_context, max_sequences, o.steps, gpu.copy_gbps);
       fmt::print("  max batch at context {}: {} sequences, step {:.3f} ms, {:.0f} tokens/s\n", o.max_batch_context,
                  max_sequences, r.step_ms, double(max_sequences) / r.step_ms * 1e3);
-      rows.push_back({{"kernel", "max_batch_decode"}, {"kv", std::string(to_string(dtype))}, {"kv_config", describe(kv)},
+      rows.push_back({{"kernel", "max_batch_decode"}, {"kv", std::string(to_string(kv.dtype))},
+                      {"kv_config", describe(kv)},
                       {"model", o.model}, {"context", o.max_batch_context}, {"batch", max_sequences},
                       {"time_us", r.step_ms * 1e3}, {"bytes", r.bytes}, {"floor_us", r.floor_ms * 1e3},
                       {"tokens_per_s", double(max_sequences) / r.step_ms * 1e3}});
     }
   }
-  std::filesystem::remove(rotations);  // read by the backends
   write_rows(o.json_path, gpu, rows);
 }
 #else

@@ -87,6 +87,18 @@ KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std
   return kv;
 }
 
+std::vector<KvCacheConfig> bench_kv_configs(ParamFormat scale_format, const std::string& band_tokens,
+                                            int64_t head_dim, const std::string& oscar_rotations) {
+  std::vector<KvCacheConfig> configs = {bench_kv_config(KvDtype::bf16, scale_format, oscar_rotations)};
+  for (const int64_t band : parse_int_list(band_tokens)) {
+    KvCacheConfig kv = bench_kv_config(KvDtype::int2, scale_format, oscar_rotations);
+    kv.band_tokens = band;
+    validate(kv, head_dim);
+    configs.push_back(kv);
+  }
+  return configs;
+}
+
 double median_launch_us(const std::function<void(int)>& launch, int iterations) {
 #ifdef OSCAR_HAVE_CUDA
   using namespace oscar::cuda;

@@ -33,6 +33,10 @@ std::vector<int64_t> parse_int_list(const std::string& text);  // "4096,8192" ->
 // 64, recent 256, 64-token pages: OSCAR as `oscar` runs it by default (key and value error feedback, clip
 // search) when given a rotations file, else quarot (rotated keys, the same page layout).
 KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std::string& oscar_rotations = "");
+// The caches a benchmark run compares: bf16, then INT2 (as bench_kv_config) with each 4-bit band
+// length of the list `band_tokens` (--kv-band-tokens; 0: no band), validated.
+std::vector<KvCacheConfig> bench_kv_configs(ParamFormat scale_format, const std::string& band_tokens,
+                                            int64_t head_dim, const std::string& oscar_rotations = "");
 
 // Microseconds per launch of launch(i), i = 0, 1, ...: `iterations` launches back to back between
 // two events, as in the decode step's CUDA graph (the GPU's time, not the host's launch latency),

@@ -215,7 +215,7 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
   // it: 16 at full precision, the code bits if quantized or in the band. (While the band's items
   // took a slower path than the 2-bit ones, they counted 16 a position: by their 4 bits they came
   // after the long 2-bit splits and ended the launch, 32K x 8 10.28 ms instead of 9.37.)
-  const int64_t cost_per_position[] = {16, std::max(1, kv.bits()), kv.has_band() ? kv.band_config().bits() : 16};
+  const int64_t cost_per_position[] = {16, std::max(1, kv.bits()), kv.band_config().bits()};
   auto cost = [&](const DecodeItem& item) {
     return int64_t(item.end - item.begin) * cost_per_position[int(item.pages)];
   };
