@@ -72,6 +72,8 @@ std::vector<int64_t> parse_int_list(const std::string& text) {
   return values;
 }
 
+namespace {
+
 KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std::string& oscar_rotations) {
   KvCacheConfig kv;
   kv.dtype = dtype;
@@ -86,6 +88,8 @@ KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std
   apply_quantization_options(defaults, kv);
   return kv;
 }
+
+}  // namespace
 
 std::vector<KvCacheConfig> bench_kv_configs(ParamFormat scale_format, const std::string& band_tokens,
                                             int64_t head_dim, const std::string& oscar_rotations) {

@@ -29,12 +29,10 @@ ModelConfig hf_config(const std::string& name);
 
 std::vector<int64_t> parse_int_list(const std::string& text);  // "4096,8192" -> {4096, 8192}
 
-// The cache the benchmarks compare: bf16, or INT2 g128 with `scale_format` group parameters, sink
-// 64, recent 256, 64-token pages: OSCAR as `oscar` runs it by default (key and value error feedback, clip
-// search) when given a rotations file, else quarot (rotated keys, the same page layout).
-KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std::string& oscar_rotations = "");
-// The caches a benchmark run compares: bf16, then INT2 (as bench_kv_config) with each 4-bit band
-// length of the list `band_tokens` (--kv-band-tokens; 0: no band), validated.
+// The caches a benchmark run compares: bf16, then INT2 with each 4-bit band length of the list
+// `band_tokens` (--kv-band-tokens; 0: no band), validated. INT2 is g128 with `scale_format` group
+// parameters, sink 64, recent 256, 64-token pages: OSCAR at `oscar`'s defaults when given a
+// rotations file, else quarot (rotated keys, the same page layout).
 std::vector<KvCacheConfig> bench_kv_configs(ParamFormat scale_format, const std::string& band_tokens,
                                             int64_t head_dim, const std::string& oscar_rotations = "");
 
