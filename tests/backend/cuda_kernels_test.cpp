@@ -89,6 +89,20 @@ class CudaKernels : public ::testing::Test {
   }
 };
 
+// A suite of named cases (each Case has a `name`), skipped without a GPU.
+template <typename Case>
+class CudaCases : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+template <typename Case>
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return info.param.name;
+}
+
 // Widths of the testbed (512), Qwen3-8B (4096) and Qwen3-32B (5120, not a multiple of the block's
 // 1024 floats per pass); the last case reads its rows through a row map, as the final norm does.
 TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
@@ -476,12 +490,7 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   }
 }
 
-class CudaDecodeAttention : public ::testing::TestWithParam<AttentionCase> {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class CudaDecodeAttention : public CudaCases<AttentionCase> {};
 
 // Three sequences at contexts that give one, a few and many splits.
 TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
@@ -518,14 +527,9 @@ INSTANTIATE_TEST_SUITE_P(
                                     5e-3, 40, 16, 100},
                       AttentionCase{"int2_g32_f16_gqa4_band768", KvDtype::int2, 32, ParamFormat::f16, 4, 5e-3, 64, 64,
                                     768}),
-    [](const auto& test_case) { return std::string(test_case.param.name); });
+    case_name<AttentionCase>);
 
-class CudaPrefillAttention : public ::testing::TestWithParam<AttentionCase> {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class CudaPrefillAttention : public CudaCases<AttentionCase> {};
 
 // Prefill chunks over a cached prefix (chunked prefill, prefix-cache hits): a chunk whose rows all
 // read full precision, one whose rows cross the recent window's and the band's boundaries at
@@ -545,7 +549,7 @@ INSTANTIATE_TEST_SUITE_P(
                                     300},
                       AttentionCase{"int2_g64_f16_gqa4_sink4_page16_band100", KvDtype::int2, 64, ParamFormat::f16, 4,
                                     5e-3, 4, 16, 100}),
-    [](const auto& test_case) { return std::string(test_case.param.name); });
+    case_name<AttentionCase>);
 
 // ---- migration out of the recent window --------------------------------------------------------
 
@@ -587,12 +591,7 @@ std::vector<float> dequantized_layer(const PageLayout& layout, const std::byte* 
   return out;
 }
 
-class CudaKvMigrate : public ::testing::TestWithParam<MigrateCase> {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class CudaKvMigrate : public CudaCases<MigrateCase> {};
 
 // Two layers of random bf16 keys and values (channels of different magnitudes, as rotated keys
 // have), written to the CPU store and to device pages at shuffled page ids; the tokens past the
@@ -777,7 +776,7 @@ INSTANTIATE_TEST_SUITE_P(
         MigrateCase{"int2_g128_q8_search", KvDtype::int2, 128, ParamFormat::q8, true, false, false},
         MigrateCase{"int2_g64_f16_clip", KvDtype::int2, 64, ParamFormat::f16, false, false, false},
         MigrateCase{"int4_g32_bf16_key_feedback", KvDtype::int4, 32, ParamFormat::bf16, false, true, false}),
-    [](const auto& test_case) { return std::string(test_case.param.name); });
+    case_name<MigrateCase>);
 
 }  // namespace
 }  // namespace oscar::cuda
