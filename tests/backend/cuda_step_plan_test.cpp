@@ -1,8 +1,9 @@
 // The CUDA step plan's decode split (plain C++, runs without a GPU): every key position a decode
 // row reads is in exactly one item of the right format (the band's too), items come longest
-// first, the last wave of a long quantized range is cut finer, and each item has its own partial
-// record; when the migrations may run before the first layer, and which migrated tokens get band
-// copies.
+// first, the last wave of a long quantized range is cut finer, the recent window stays one piece,
+// and each item has its own partial record; when the migrations may run before the
+// first layer, and which migrated tokens get band copies.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #ifdef OSCAR_HAVE_CUDA
@@ -147,6 +148,36 @@ TEST(CudaStepPlan, ShortSplitsAreNotCutFiner) {
   for (const DecodeItem& item : p.plan.decode_items) pieces += item.pages == KeyPages::quantized;
   const int64_t quantized_positions = p.plan.rows[0].quantized_end - p.kv.sink_tokens;
   EXPECT_LE(pieces, quantized_positions / split + 2);
+}
+
+// The recent window is one piece wherever it lies (cut at multiples of the split from position 0,
+// the window of a context of 4096 k + 1 positions left its last key alone in a piece), with and
+// without a band; the other ranges keep their cuts at multiples of the split.
+TEST(CudaStepPlan, RecentWindowIsOnePieceWhereverItLies) {
+  const std::vector<int64_t> contexts = {32768, 131072, 32768 + 100, 9001, 4096};
+  for (const int64_t band : {0, 768}) {
+    for (const int64_t resident : {132, 396}) {
+      const PlannedRows p(contexts, resident, KvDtype::int2, band);
+      const int64_t split = p.plan.decode_split_tokens;
+      ASSERT_GE(split, 1024);
+      for (size_t row = 0; row < contexts.size(); ++row) {
+        const QueryRow& r = p.plan.rows[row];
+        const std::string where = fmt::format("band {}, resident {}, row {}", band, resident, row);
+        int64_t window_pieces = 0;
+        for (const DecodeItem& item : p.plan.decode_items) {
+          if (item.row != int32_t(row)) continue;
+          if (item.pages == KeyPages::full && item.begin > 0) {
+            ++window_pieces;
+            EXPECT_EQ(item.begin, r.quantized_end) << where;
+            EXPECT_EQ(item.end, r.position + 1) << where;
+          } else if (item.pages == KeyPages::quantized && item.end < r.band_begin) {
+            EXPECT_EQ(item.end % 256, 0) << where << ": [" << item.begin << ", " << item.end << ")";
+          }
+        }
+        EXPECT_EQ(window_pieces, 1) << where;
+      }
+    }
+  }
 }
 
 // About one wave of splits for a quantized cache whose rows get four splits or more, two waves

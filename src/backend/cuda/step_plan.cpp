@@ -36,24 +36,25 @@ std::vector<Segment> decode_segments(const QueryRow& row, int64_t sink) {
   return segments;
 }
 
-// [begin, end) cut at multiples of `split`. With `waves` > 0 (the decode kernel's quantized keys:
-// guided self-scheduling), the range's share of the launch's last wave (its last 1 / waves, at most
-// a quarter) is cut at multiples of about split / 4 instead. Sorted longest first
-// (make_step_plan), the small pieces are what the blocks that finish early take at the end of the
-// launch, so that no block runs a whole long piece while the others wait. Small pieces keep at
-// least two super-tiles per warp (512 positions): below that each one's pipeline fill and merge
-// cost more than the evening out gains (seen at batch 1: 128K x 1 in 256-position pieces took
-// 94 us instead of 68), and so does cutting a quarter of every row when the launch has tens of
-// waves (128K x 64: 2233 us instead of 2133).
+// [begin, end) cut at multiples of `split` counted from `origin` (a multiple of
+// kDecodeSplitAlignment, so that every cut falls on a tile boundary of each format). With `waves`
+// > 0 (the decode kernel's quantized keys: guided self-scheduling), the range's share of the
+// launch's last wave (its last 1 / waves, at most a quarter) is cut at multiples of about
+// split / 4 instead. Sorted longest first (make_step_plan), the small pieces are what the blocks
+// that finish early take at the end of the launch, so that no block runs a whole long piece while
+// the others wait. Small pieces keep at least two super-tiles per warp (512 positions): below that
+// each one's pipeline fill and merge cost more than the evening out gains (seen at batch 1:
+// 128K x 1 in 256-position pieces took 94 us instead of 68), and so does cutting a quarter of
+// every row when the launch has tens of waves (128K x 64: 2233 us instead of 2133).
 template <typename Visit>
-void for_each_split(int64_t begin, int64_t end, int64_t split, int64_t waves, Visit visit) {
+void for_each_split(int64_t begin, int64_t end, int64_t origin, int64_t split, int64_t waves, Visit visit) {
   constexpr int64_t kSmallestFinePiece = 2 * kDecodeSplitAlignment;
   const int64_t quarter = split / 4 / kDecodeSplitAlignment * kDecodeSplitAlignment;
   const int64_t fine = quarter >= kSmallestFinePiece && waves > 0 ? quarter : split;
   const int64_t fine_from = end - (end - begin) / std::max<int64_t>(4, waves);
   for (int64_t b = begin; b < end;) {
     const int64_t step = b >= fine_from ? fine : split;
-    const int64_t e = std::min(end, (b / step + 1) * step);
+    const int64_t e = std::min(end, origin + ((b - origin) / step + 1) * step);
     visit(b, e);
     b = e;
   }
@@ -159,16 +160,22 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
         for (const Segment& s : decode_segments(row, kv.sink_tokens)) {
           // Full-precision keys keep even splits: their kernel path holds one tile in flight per
           // warp, so its short pieces cost more than the evening out gains (bf16 cache, 32K x 8:
-          // 424 us with quarter pieces, 398 without). The band is a few splits long at most.
+          // 424 us with quarter pieces, 398 without). The band is a few splits long at most. The
+          // recent window is cut from its own start, so that it stays one piece wherever it lies:
+          // cut at multiples of the split from position 0, the window of a context of 4096 k + 1
+          // positions left its last key alone in a piece, a whole block's setup and merge for one
+          // key (32K x 8: 64 of 1088 pieces).
           const int64_t tail_waves = s.pages == KeyPages::quantized ? waves : 0;
-          for_each_split(s.begin, s.end, split, tail_waves, [&](int64_t b, int64_t e) {
+          const bool window = s.pages == KeyPages::full && s.begin > 0;
+          const int64_t origin = window ? s.begin / kDecodeSplitAlignment * kDecodeSplitAlignment : 0;
+          for_each_split(s.begin, s.end, origin, split, tail_waves, [&](int64_t b, int64_t e) {
             plan.decode_items.push_back({narrow(first_row), s.pages, narrow(b), narrow(e),
                                          narrow(base + splits * heads), row.page_table});
             ++splits;
           });
         }
       } else {
-        for_each_split(0, int64_t(row.position) + 1, split, 0, [&](int64_t b, int64_t e) {
+        for_each_split(0, int64_t(row.position) + 1, 0, split, 0, [&](int64_t b, int64_t e) {
           plan.block_items.push_back({narrow(first_row), 1, narrow(b), narrow(e), narrow(base + splits * heads)});
           ++splits;
         });
