@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Draws docs/bench/decode_attention.svg from the benchmark JSON files: the fraction of the copy
 bandwidth that decode attention reaches, against the context, for PyTorch SDPA (bf16), ours in
-bf16 and ours in INT2, at batch 8 and 64. Plain SVG, no plotting library (none is packaged for the
+bf16 and ours in INT2 (without OSCAR's 4-bit band, and with it), at batch 8 and 64. Plain SVG, no plotting library (none is packaged for the
 machines this runs on).
 
 Usage: scripts/results/plot_decode_attention.py [docs/bench]"""
@@ -9,12 +9,13 @@ import json
 import math
 import sys
 
-WIDTH, HEIGHT = 720, 420
-LEFT, RIGHT, TOP, BOTTOM = 70, 200, 40, 60
-SERIES = [  # (label, file, kv, colour)
-    ("SDPA bf16 (cuDNN)", "sdpa_decode_attention.json", "bf16", "#777777"),
-    ("oscar bf16", "decode_attention.json", "bf16", "#1f77b4"),
-    ("oscar INT2", "decode_attention.json", "int2", "#d62728"),
+WIDTH, HEIGHT = 800, 420
+LEFT, RIGHT, TOP, BOTTOM = 70, 260, 40, 60
+SERIES = [  # (label, file, kv, band tokens, colour)
+    ("SDPA bf16 (cuDNN)", "sdpa_decode_attention.json", "bf16", 0, "#777777"),
+    ("oscar bf16", "decode_attention.json", "bf16", 0, "#1f77b4"),
+    ("oscar INT2", "decode_attention.json", "int2", 0, "#d62728"),
+    ("oscar INT2 + band 768", "decode_attention.json", "int2", 768, "#ff9f1c"),
 ]
 BATCHES = [(8, "4 3"), (64, "")]  # dash pattern per batch
 
@@ -26,7 +27,7 @@ def load(folder, name):
 
 def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else "docs/bench"
-    rows = {name: load(folder, name) for _, name, _, _ in SERIES}
+    rows = {name: load(folder, name) for _, name, _, _, _ in SERIES}
     contexts = sorted({r["context"] for r in rows["decode_attention.json"]})
     x_low, x_high = math.log2(contexts[0]), math.log2(contexts[-1])
     y_high = 1.1
@@ -59,10 +60,10 @@ def main():
     out.append(f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="black"/>')
     out.append(f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}" stroke="black"/>')
     legend_y = TOP + 10
-    for label, name, kv, colour in SERIES:
+    for label, name, kv, band, colour in SERIES:
         for batch, dash in BATCHES:
             points = sorted((r["context"], r["bw_fraction"]) for r in rows[name]
-                            if r["kv"] == kv and r["batch"] == batch)
+                            if r["kv"] == kv and r.get("band_tokens", 0) == band and r["batch"] == batch)
             if not points:
                 continue
             path = " ".join(f"{x_of(c):.1f},{y_of(f):.1f}" for c, f in points)
