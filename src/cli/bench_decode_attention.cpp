@@ -46,34 +46,6 @@ struct BenchDecodeAttentionOptions {
 #ifdef OSCAR_HAVE_CUDA
 using namespace oscar::cuda;
 
-// The page tables of `batch` sequences of `context` cached tokens (the new token at position
-// `context`), each logical page given the full, quantized and band pages the decode rule reads.
-struct PageSet {
-  std::vector<SequencePages> sequences;
-  KvPageCounts used;
-};
-
-PageSet make_pages(const KvCacheConfig& kv, int64_t context, int64_t batch, KvPageCounts first) {
-  PageSet set;
-  set.used = first;
-  const int64_t p = kv.page_size_tokens, qend = quantized_end(kv, context + 1);
-  const int64_t band_start = band_begin(kv, context + 1);
-  for (int64_t s = 0; s < batch; ++s) {
-    std::vector<LogicalPage> table;
-    for (int64_t page = 0; page <= context / p; ++page) {
-      LogicalPage ids;
-      const bool full = page * p < kv.sink_tokens || (page + 1) * p > qend;
-      const bool quantized = kv.quantized() && page * p < qend && (page + 1) * p > kv.sink_tokens;
-      if (full) ids.full = int32_t(set.used.full++);
-      if (quantized) ids.quantized = int32_t(set.used.quantized++);
-      if (kv.has_band() && page * p < qend && (page + 1) * p > band_start) ids.band = int32_t(set.used.band++);
-      table.push_back(ids);
-    }
-    set.sequences.emplace_back().attach_prefix(std::move(table), context);
-  }
-  return set;
-}
-
 struct Measured {
   double time_us = 0;
   int64_t bytes = 0;
@@ -92,25 +64,31 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
   const int64_t bytes = batch * kv_bytes_read(kv, layout, context) + q_floats * 4 + q_floats * 2;
   // Copies cycled so that at least 512 MB separate two reads of the same page (L2 is 50 MB).
   const int copies = int(std::clamp<int64_t>((int64_t(512) << 20) / std::max<int64_t>(bytes, 1) + 1, 1, 16));
-  std::vector<PageSet> sets;
-  KvPageCounts used;
+  // Each copy: `batch` sequences of `context` cached tokens with the pages of the new token at
+  // position `context` reserved, as during a decode step.
+  KvPagePools pools(bench_pool_capacity(kv, context + 1, batch * copies));
+  std::vector<std::vector<SequencePages>> sets;
   for (int c = 0; c < copies; ++c) {
-    sets.push_back(make_pages(kv, context, batch, used));
-    used = sets.back().used;
+    sets.push_back(fill_sequences(kv, pools, context, batch));
+    for (SequencePages& sequence : sets.back()) {
+      require(sequence.reserve(1, kv, pools), "decode-attention bench: the KV page pools are too small");
+    }
   }
-  DeviceBuffer<std::byte> full(size_t(used.full * layout.full_page_bytes));
-  DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, used.quantized * layout.quantized_page_bytes)));
-  launch_fill_kv_noise(layout, full.data(), used.full, quantized.data(), used.quantized, 17, nullptr);
-  DeviceBuffer<std::byte> band(size_t(std::max<int64_t>(1, used.band * band_layout.quantized_page_bytes)));
-  if (kv.has_band()) launch_fill_kv_noise(band_layout, nullptr, 0, band.data(), used.band, 19, nullptr);
+  const int64_t full_pages = pools.full.capacity(), quantized_pages = pools.quantized.capacity();
+  const int64_t band_pages = pools.band.capacity();
+  DeviceBuffer<std::byte> full(size_t(std::max<int64_t>(1, full_pages * layout.full_page_bytes)));
+  DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, quantized_pages * layout.quantized_page_bytes)));
+  launch_fill_kv_noise(layout, full.data(), full_pages, quantized.data(), quantized_pages, 17, nullptr);
+  DeviceBuffer<std::byte> band(size_t(std::max<int64_t>(1, band_pages * band_layout.quantized_page_bytes)));
+  if (kv.has_band()) launch_fill_kv_noise(band_layout, nullptr, 0, band.data(), band_pages, 19, nullptr);
   const int resident = decode_attention_resident_blocks(layout);
   const StepPlanShape shape{model.num_kv_heads, group, true, resident, split_tokens};
   std::vector<int32_t> tokens(size_t(batch), 1);
   std::vector<std::unique_ptr<DeviceStep>> device_steps;
   int64_t partial_records = 0, max_splits = 0, split = 0;
-  for (PageSet& set : sets) {
+  for (std::vector<SequencePages>& sequences : sets) {
     std::vector<SequenceStep> steps;
-    for (int64_t s = 0; s < batch; ++s) steps.push_back({std::span(&tokens[size_t(s)], 1), &set.sequences[size_t(s)], false});
+    for (int64_t s = 0; s < batch; ++s) steps.push_back({std::span(&tokens[size_t(s)], 1), &sequences[size_t(s)], false});
     const StepPlan plan = make_step_plan(steps, kv, shape);
     partial_records = std::max(partial_records, plan.partial_records);
     max_splits = std::max(max_splits, plan.max_splits());

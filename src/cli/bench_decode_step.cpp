@@ -53,32 +53,11 @@ struct StepResult {
   int64_t bytes = 0;
 };
 
-// `batch` sequences holding `context` tokens each, pages taken from the pools as the engine would.
-std::vector<SequencePages> attach_sequences(const KvCacheConfig& kv, KvPagePools& pools, int64_t context, int64_t batch) {
-  std::vector<SequencePages> sequences(static_cast<size_t>(batch));
-  const int64_t p = kv.page_size_tokens, qend = quantized_end(kv, context);
-  for (SequencePages& sequence : sequences) {
-    std::vector<LogicalPage> table;
-    const int64_t band_start = band_begin(kv, context);
-    for (int64_t page = 0; page * p < context; ++page) {
-      LogicalPage ids;
-      if (page * p < kv.sink_tokens || (page + 1) * p > qend) ids.full = pools.full.allocate().value();
-      if (kv.quantized() && page * p < qend && (page + 1) * p > kv.sink_tokens) {
-        ids.quantized = pools.quantized.allocate().value();
-      }
-      if (kv.has_band() && page * p < qend && (page + 1) * p > band_start) ids.band = pools.band.allocate().value();
-      table.push_back(ids);
-    }
-    sequence.attach_prefix(std::move(table), context);
-  }
-  return sequences;
-}
-
 StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int steps, double copy_gbps) {
   const KvCacheConfig& kv = backend.kv_config();
   const KvPageCounts capacity = backend.kv_capacity();
   KvPagePools pools(capacity);
-  std::vector<SequencePages> sequences = attach_sequences(kv, pools, context, batch);
+  std::vector<SequencePages> sequences = fill_sequences(kv, pools, context, batch);
   std::vector<int32_t> tokens(size_t(batch), 7);
   StepLogits logits;
   std::vector<double> milliseconds;
@@ -103,12 +82,6 @@ StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int step
   return r;
 }
 
-// Pages for `batch` sequences of `tokens` tokens, with one page of slack per sequence and kind.
-KvPageCounts pages_for(const KvCacheConfig& kv, int64_t tokens, int64_t batch) {
-  KvPageCounts one = footprint_for_tokens(kv, tokens);
-  return {batch * (one.full + 2), batch * (one.quantized + 1), kv.has_band() ? batch * (one.band + 2) : 0};
-}
-
 void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const ModelConfig config = hf_config(o.model);
   // The rotations file is read by the backends and removed however the run ends.
@@ -129,25 +102,25 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   std::vector<nlohmann::json> rows;
   for (const KvCacheConfig& kv : caches) {
     const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
-    // Every page the runs below need, allocated once: the largest (context, batch) that fits.
+    // Every page the runs below need, allocated once: the largest batch of the longest context that
+    // fits (pool_bytes(n): n sequences and the one fill chunk).
     const int64_t budget = cuda_free_bytes() - matrix_bytes(config) - config.vocab_size * config.hidden_size * 2 -
                            (int64_t(6) << 30);  // weights, workspace and cuBLAS
-    const int64_t per_sequence_max = [&] {
-      const int64_t longest = std::max(*std::max_element(contexts.begin(), contexts.end()), o.max_batch_context);
-      return bytes_per_layer(pages_for(kv, longest + o.steps + 4, 1), layout) * config.num_layers;
-    }();
-    const int64_t max_sequences = budget / per_sequence_max;
     const int64_t longest = std::max(*std::max_element(contexts.begin(), contexts.end()), o.max_batch_context);
+    auto pool_bytes = [&](int64_t sequences) {
+      return bytes_per_layer(bench_pool_capacity(kv, longest + o.steps + 4, sequences), layout) * config.num_layers;
+    };
+    const int64_t max_sequences = std::max<int64_t>(0, (budget - pool_bytes(0)) / (pool_bytes(1) - pool_bytes(0)));
     BackendOptions options;
     options.device = DeviceKind::cuda;
     options.kv = kv;
-    options.capacity = pages_for(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
+    options.capacity = bench_pool_capacity(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
     auto backend = make_backend(weights, options);
     fill_kv_cache_with_noise(*backend, 3);
     fmt::print("{}: room for {} sequences of {} tokens\n", describe(kv), max_sequences, longest);
     for (const int64_t context : contexts) {
       for (const int64_t batch : batches) {
-        const int64_t need = bytes_per_layer(pages_for(kv, context + o.steps + 4, batch), layout);
+        const int64_t need = bytes_per_layer(bench_pool_capacity(kv, context + o.steps + 4, batch), layout);
         if (need > bytes_per_layer(options.capacity, layout)) {
           fmt::print("  context {:>7} batch {:>3}: skipped, {:.1f} GB of pages do not fit\n", context, batch,
                      double(need * config.num_layers) / 1e9);

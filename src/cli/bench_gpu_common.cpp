@@ -143,6 +143,26 @@ std::string write_synthetic_oscar_rotations(const ModelConfig& config) {
   return path;
 }
 
+KvPageCounts bench_pool_capacity(const KvCacheConfig& kv, int64_t tokens, int64_t batch) {
+  const KvPageCounts decoding = capacity_for_sequences(kv, tokens, batch, 1);
+  const KvPageCounts filling = capacity_for_sequences(kv, 0, 1, kFillChunkTokens);
+  return {decoding.full + filling.full, decoding.quantized + filling.quantized, decoding.band + filling.band};
+}
+
+std::vector<SequencePages> fill_sequences(const KvCacheConfig& kv, KvPagePools& pools, int64_t context,
+                                          int64_t batch) {
+  std::vector<SequencePages> sequences(size_t(std::max<int64_t>(0, batch)));
+  for (SequencePages& sequence : sequences) {
+    while (sequence.num_tokens() < context) {
+      const int64_t chunk = std::min(kFillChunkTokens, context - sequence.num_tokens());
+      require(sequence.reserve(chunk, kv, pools), "bench: the KV page pools are too small for {} sequences of {} tokens",
+              batch, context);
+      sequence.commit(chunk, kv, pools);
+    }
+  }
+  return sequences;
+}
+
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {
   const int64_t quantized_stop = std::min(quantized_end(kv, t + 1), t + 1);
   const int64_t quantized = std::max<int64_t>(0, quantized_stop - kv.sink_tokens);

@@ -1,6 +1,7 @@
 #pragma once
 // Shared by the GPU benchmarks (bench_decode_attention.cpp, bench_decode_step.cpp): the device's
-// measured copy bandwidth, the model shapes of models/hf-configs, and result rows as JSON.
+// measured copy bandwidth, the model shapes of models/hf-configs, sequences filled to a context,
+// and result rows as JSON.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -10,6 +11,8 @@
 
 #include "kvcache/kv_cache_config.h"
 #include "kvcache/page_layout.h"
+#include "kvcache/page_pool.h"
+#include "kvcache/sequence_pages.h"
 #include "model/model_config.h"
 #include "util/statistics.h"
 
@@ -45,6 +48,22 @@ double median_launch_us(const std::function<void(int)>& launch, int iterations);
 // rotations and a geometric query spectrum, written to a temporary file whose path is returned.
 // The kernels' work does not depend on the values.
 std::string write_synthetic_oscar_rotations(const ModelConfig& config);
+
+// Tokens a benchmark sequence grows by per SequencePages::reserve / commit while it is filled: the
+// page tables' bookkeeping walks every page at each step, so one token at a time would take
+// seconds at 128K x 64.
+inline constexpr int64_t kFillChunkTokens = 1024;
+
+// Page pool capacity for `batch` sequences that decode up to `tokens` tokens each, filled one at a
+// time by fill_sequences: the engine's capacity rule (capacity_for_sequences) for one-token steps,
+// plus one fill chunk's pages.
+KvPageCounts bench_pool_capacity(const KvCacheConfig& kv, int64_t tokens, int64_t batch);
+
+// `batch` sequences of `context` tokens each, grown from `pools` through SequencePages::reserve and
+// commit, so that each holds exactly the pages the engine keeps for a sequence that decoded to that
+// length. Throws when the pools run dry.
+std::vector<SequencePages> fill_sequences(const KvCacheConfig& kv, KvPagePools& pools, int64_t context,
+                                          int64_t batch);
 
 // Bytes of one layer's pages that the decode rule reads for the query at position t, all KV heads.
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t);
