@@ -1,8 +1,8 @@
 // The CUDA step plan's decode split (plain C++, runs without a GPU): every key position a decode
 // row reads is in exactly one item of the right format (the band's too), items come longest
 // first, the last wave of a long quantized range is cut finer, the recent window stays one piece,
-// and each item has its own partial record; when the migrations may run before the
-// first layer, and which migrated tokens get band copies.
+// and each item has its own partial record; when the migrations may run before the first layer,
+// and which migrated tokens get band copies.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -171,7 +171,7 @@ TEST(CudaStepPlan, RecentWindowIsOnePieceWhereverItLies) {
             EXPECT_EQ(item.begin, r.quantized_end) << where;
             EXPECT_EQ(item.end, r.position + 1) << where;
           } else if (item.pages == KeyPages::quantized && item.end < r.band_begin) {
-            EXPECT_EQ(item.end % 256, 0) << where << ": [" << item.begin << ", " << item.end << ")";
+            EXPECT_EQ(item.end % kDecodeSplitAlignment, 0) << where << ": [" << item.begin << ", " << item.end << ")";
           }
         }
         EXPECT_EQ(window_pieces, 1) << where;
