@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_kv_pages.h"
 #include "backend/cuda/device_step.h"
 #include "backend/cuda/kv_noise.h"
 #include "backend/cuda/q8_scale_table.h"
@@ -74,13 +75,9 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
       require(sequence.reserve(1, kv, pools), "decode-attention bench: the KV page pools are too small");
     }
   }
-  const int64_t full_pages = pools.full.capacity(), quantized_pages = pools.quantized.capacity();
-  const int64_t band_pages = pools.band.capacity();
-  DeviceBuffer<std::byte> full(size_t(std::max<int64_t>(1, full_pages * layout.full_page_bytes)));
-  DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, quantized_pages * layout.quantized_page_bytes)));
-  launch_fill_kv_noise(layout, full.data(), full_pages, quantized.data(), quantized_pages, 17, nullptr);
-  DeviceBuffer<std::byte> band(size_t(std::max<int64_t>(1, band_pages * band_layout.quantized_page_bytes)));
-  if (kv.has_band()) launch_fill_kv_noise(band_layout, nullptr, 0, band.data(), band_pages, 19, nullptr);
+  const KvPageCounts capacity{pools.full.capacity(), pools.quantized.capacity(), pools.band.capacity()};
+  const DeviceKvPages pages(layout, 1, capacity);
+  launch_fill_kv_noise(pages, 0, layout, band_layout, capacity, 17, nullptr);
   const int resident = decode_attention_resident_blocks(layout);
   const StepPlanShape shape{model.num_kv_heads, group, true, resident, split_tokens};
   std::vector<int32_t> tokens(size_t(batch), 1);
@@ -109,10 +106,10 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
     AttentionArgs args;
     args.layout = layout;
     args.sink_tokens = kv.sink_tokens;
-    args.full_pages = full.data();
-    args.quantized_pages = kv.quantized() ? quantized.data() : nullptr;
+    args.full_pages = pages.full(0);
+    args.quantized_pages = pages.quantized(0);
     args.band_layout = band_layout;
-    args.band_pages = kv.has_band() ? band.data() : nullptr;
+    args.band_pages = pages.band(0);
     args.rows = step.rows();
     args.page_table = step.page_table();
     args.counts = step.counts();

@@ -333,12 +333,7 @@ void CudaBackend::observe(int64_t layer, int64_t rows, ActivationObserver& obser
 
 void CudaBackend::fill_kv_with_noise(uint64_t seed) {
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
-    launch_fill_kv_noise(layout_, pages_->full(layer), capacity_.full, pages_->quantized(layer),
-                         layout_.bits > 0 ? capacity_.quantized : 0, seed + uint64_t(layer), stream_);
-    if (kv_.has_band()) {
-      launch_fill_kv_noise(band_layout_, nullptr, 0, pages_->band(layer), capacity_.band, ~(seed + uint64_t(layer)),
-                           stream_);
-    }
+    launch_fill_kv_noise(*pages_, layer, layout_, band_layout_, capacity_, seed + uint64_t(layer), stream_);
   }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(fill_kv_with_noise)");
 }

@@ -77,4 +77,14 @@ void launch_fill_kv_noise(const PageLayout& layout, std::byte* full_pages, int64
   }
 }
 
+void launch_fill_kv_noise(const DeviceKvPages& pages, int64_t layer, const PageLayout& layout,
+                          const PageLayout& band_layout, const KvPageCounts& capacity, uint64_t seed,
+                          cudaStream_t stream) {
+  launch_fill_kv_noise(layout, pages.full(layer), capacity.full, pages.quantized(layer),
+                       layout.bits > 0 ? capacity.quantized : 0, seed, stream);
+  if (pages.band(layer) != nullptr) {
+    launch_fill_kv_noise(band_layout, nullptr, 0, pages.band(layer), capacity.band, ~seed, stream);
+  }
+}
+
 }  // namespace oscar::cuda
