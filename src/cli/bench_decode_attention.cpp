@@ -38,6 +38,7 @@ struct BenchDecodeAttentionOptions {
   std::string contexts = "4096,8192,16384,32768,65536,131072";
   std::string batches = "1,8,16,32,64";
   int iterations = 20;
+  std::string kv_dtypes = "bf16,int2";  // the caches compared (--kv-dtypes)
   std::string scale_format = "f16";  // of the INT2 group parameters
   int64_t split_tokens = 0;          // > 0: a fixed decode split instead of the plan's choice
   std::string band_tokens = "0";     // INT2 band lengths, a row each
@@ -132,7 +133,7 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
 void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
   const ModelConfig model = hf_config(o.model);
   const std::vector<KvCacheConfig> caches =
-      bench_kv_configs(parse_param_format(o.scale_format), o.band_tokens, model.head_dim);
+      bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens, model.head_dim);
   const GpuDescription gpu = describe_gpu();
   fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {} KV shape: {} KV heads x {} query heads per KV head x D {}\n",
              gpu.name, gpu.driver, gpu.copy_gbps, o.model, model.num_kv_heads, model.group_size(), model.head_dim);
@@ -178,6 +179,8 @@ void register_bench_decode_attention(CLI::App& bench) {
   command->add_option("--contexts", options->contexts)->capture_default_str();
   command->add_option("--batches", options->batches)->capture_default_str();
   command->add_option("--iterations", options->iterations)->capture_default_str();
+  command->add_option("--kv-dtypes", options->kv_dtypes, "the caches compared: bf16, int2 or both, comma-separated")
+      ->capture_default_str();
   command->add_option("--kv-scale-format", options->scale_format, "INT2 group parameters: f16, bf16 or q8")
       ->capture_default_str();
   command->add_option("--split-tokens", options->split_tokens,

@@ -33,6 +33,7 @@ struct BenchDecodeStepOptions {
   std::string batches = "1,4,8";
   int64_t max_batch_context = 0;
   int steps = 12;
+  std::string kv_dtypes = "bf16,int2";  // the caches compared (--kv-dtypes)
   std::string scale_format = "f16";  // of the INT2 group parameters
   std::string band_tokens = std::to_string(kOscarBandTokens);  // INT2 band lengths (--kv-band-tokens), a run each
   std::string json_path;
@@ -90,7 +91,7 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
     ~RemovedAtExit() { std::filesystem::remove(path); }
   } rotations{write_synthetic_oscar_rotations(config)};
   const std::vector<KvCacheConfig> caches =
-      bench_kv_configs(parse_param_format(o.scale_format), o.band_tokens, config.head_dim, rotations.path);
+      bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens, config.head_dim, rotations.path);
   const GpuDescription gpu = describe_gpu();
   fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {}: {} layers, {:.2f} GB of matrices\n", gpu.name, gpu.driver,
              gpu.copy_gbps, o.model, config.num_layers, double(matrix_bytes(config)) / 1e9);
@@ -167,6 +168,8 @@ void register_bench_decode_step(CLI::App& bench) {
                       "also time the largest batch that fits at this context")
       ->capture_default_str();
   command->add_option("--steps", options->steps)->capture_default_str();
+  command->add_option("--kv-dtypes", options->kv_dtypes, "the caches compared: bf16, int2 or both, comma-separated")
+      ->capture_default_str();
   command->add_option("--kv-scale-format", options->scale_format, "INT2 group parameters: f16, bf16 or q8")
       ->capture_default_str();
   command->add_option("--kv-band-tokens", options->band_tokens,

@@ -91,9 +91,25 @@ KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std
 
 }  // namespace
 
-std::vector<KvCacheConfig> bench_kv_configs(ParamFormat scale_format, const std::string& band_tokens,
-                                            int64_t head_dim, const std::string& oscar_rotations) {
-  std::vector<KvCacheConfig> configs = {bench_kv_config(KvDtype::bf16, scale_format, oscar_rotations)};
+std::vector<KvCacheConfig> bench_kv_configs(const std::string& dtypes, ParamFormat scale_format,
+                                            const std::string& band_tokens, int64_t head_dim,
+                                            const std::string& oscar_rotations) {
+  bool bf16 = false, int2 = false;
+  std::stringstream list(dtypes);
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    if (item == "bf16") {
+      bf16 = true;
+    } else if (item == "int2") {
+      int2 = true;
+    } else {
+      fail("--kv-dtypes: '{}' is not a benchmark cache (expected bf16, int2 or both, comma-separated)", item);
+    }
+  }
+  require(bf16 || int2, "--kv-dtypes: '{}' names no cache (expected bf16, int2 or both)", dtypes);
+  std::vector<KvCacheConfig> configs;
+  if (bf16) configs.push_back(bench_kv_config(KvDtype::bf16, scale_format, oscar_rotations));
+  if (!int2) return configs;
   for (const int64_t band : parse_int_list(band_tokens)) {
     KvCacheConfig kv = bench_kv_config(KvDtype::int2, scale_format, oscar_rotations);
     kv.band_tokens = band;

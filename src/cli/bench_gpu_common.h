@@ -32,12 +32,14 @@ ModelConfig hf_config(const std::string& name);
 
 std::vector<int64_t> parse_int_list(const std::string& text);  // "4096,8192" -> {4096, 8192}
 
-// The caches a benchmark run compares: bf16, then INT2 with each 4-bit band length of the list
+// The caches a benchmark run compares, of the dtypes listed in `dtypes` (--kv-dtypes: "bf16",
+// "int2" or both, comma-separated): bf16, then INT2 with each 4-bit band length of the list
 // `band_tokens` (--kv-band-tokens; 0: no band), validated. INT2 is g128 with `scale_format` group
 // parameters, sink 64, recent 256, 64-token pages: OSCAR at `oscar`'s defaults when given a
 // rotations file, else quarot (rotated keys, the same page layout).
-std::vector<KvCacheConfig> bench_kv_configs(ParamFormat scale_format, const std::string& band_tokens,
-                                            int64_t head_dim, const std::string& oscar_rotations = "");
+std::vector<KvCacheConfig> bench_kv_configs(const std::string& dtypes, ParamFormat scale_format,
+                                            const std::string& band_tokens, int64_t head_dim,
+                                            const std::string& oscar_rotations = "");
 
 // Microseconds per launch of launch(i), i = 0, 1, ...: `iterations` launches back to back between
 // two events, as in the decode step's CUDA graph (the GPU's time, not the host's launch latency),
