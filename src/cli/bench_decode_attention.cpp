@@ -68,7 +68,8 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
   const int copies = int(std::clamp<int64_t>((int64_t(512) << 20) / std::max<int64_t>(bytes, 1) + 1, 1, 16));
   // Each copy: `batch` sequences of `context` cached tokens with the pages of the new token at
   // position `context` reserved, as during a decode step.
-  KvPagePools pools(bench_pool_capacity(kv, context + 1, batch * copies));
+  const KvPageCounts capacity = bench_pool_capacity(kv, context + 1, batch * copies);
+  KvPagePools pools(capacity);
   std::vector<std::vector<SequencePages>> sets;
   for (int c = 0; c < copies; ++c) {
     sets.push_back(fill_sequences(kv, pools, context, batch));
@@ -76,7 +77,6 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
       require(sequence.reserve(1, kv, pools), "decode-attention bench: the KV page pools are too small");
     }
   }
-  const KvPageCounts capacity{pools.full.capacity(), pools.quantized.capacity(), pools.band.capacity()};
   const DeviceKvPages pages(layout, 1, capacity);
   launch_fill_kv_noise(pages, 0, layout, band_layout, capacity, 17, nullptr);
   const int resident = decode_attention_resident_blocks(layout);

@@ -58,11 +58,21 @@ ModelConfig hf_config(const std::string& name) {
   return load_model_config(default_model_dir() + "/../hf-configs/" + name + ".json");
 }
 
-std::vector<int64_t> parse_int_list(const std::string& text) {
-  std::vector<int64_t> values;
+namespace {
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> items;
   std::stringstream stream(text);
   std::string item;
-  while (std::getline(stream, item, ',')) {
+  while (std::getline(stream, item, ',')) items.push_back(item);
+  return items;
+}
+
+}  // namespace
+
+std::vector<int64_t> parse_int_list(const std::string& text) {
+  std::vector<int64_t> values;
+  for (const std::string& item : split_commas(text)) {
     try {
       values.push_back(std::stoll(item));
     } catch (const std::exception&) {
@@ -95,9 +105,7 @@ std::vector<KvCacheConfig> bench_kv_configs(const std::string& dtypes, ParamForm
                                             const std::string& band_tokens, int64_t head_dim,
                                             const std::string& oscar_rotations) {
   bool bf16 = false, int2 = false;
-  std::stringstream list(dtypes);
-  std::string item;
-  while (std::getline(list, item, ',')) {
+  for (const std::string& item : split_commas(dtypes)) {
     if (item == "bf16") {
       bf16 = true;
     } else if (item == "int2") {
