@@ -24,6 +24,7 @@
 #include "backend/cuda/decode_attention.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_step.h"
+#include "backend/cuda/gate_up_layout.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kv_noise.h"
 #include "backend/cuda/layer_kernels.h"
@@ -134,14 +135,15 @@ TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
   }
 }
 
+// The gate|up product's columns interleaved as gate_up_layout.h orders them.
 TEST_F(CudaKernels, SwigluMatchesCpu) {
   const int64_t rows = 3, inner = 3000;
   const auto gate_up = random_floats(size_t(rows * 2 * inner), 4, -4.f, 4.f);
   std::vector<float> gate(size_t(rows * inner)), up(size_t(rows * inner)), expected(size_t(rows * inner));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < inner; ++i) {
-      gate[size_t(r * inner + i)] = gate_up[size_t(r * 2 * inner + i)];
-      up[size_t(r * inner + i)] = gate_up[size_t(r * 2 * inner + inner + i)];
+      gate[size_t(r * inner + i)] = gate_up[size_t(r * 2 * inner + gate_column(i))];
+      up[size_t(r * inner + i)] = gate_up[size_t(r * 2 * inner + up_column(i))];
     }
   swiglu(gate.data(), up.data(), rows * inner, expected.data());
   const auto d_gate_up = to_device(gate_up);
@@ -184,6 +186,49 @@ TEST_F(CudaKernels, GemmMatchesFloat64) {
       EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5) << rows << " x " << inputs
                                                                           << ", accumulated";
     }
+  }
+}
+
+// The gate|up product with SwiGLU (Gemm::linear_swiglu): up to 16 rows one kernel that applies
+// SwiGLU itself, the same to the bit as the product's float output through the SwiGLU kernel; 17
+// rows cuBLAS then that kernel. 388 pairs leave a partial tile of 16 outputs; against the CPU's
+// swiglu of float64 sums, bf16 output.
+TEST_F(CudaKernels, GemmSwigluMatchesUnfusedAndCpu) {
+  const int64_t inner = 388, inputs = 1056, outputs = 2 * inner;
+  for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17}) {
+    std::vector<uint16_t> x(size_t(rows * inputs)), w(size_t(outputs * inputs));
+    const auto xf = random_floats(x.size(), 15), wf = random_floats(w.size(), 16, -0.05f, 0.05f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(xf[i]);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(wf[i]);
+    std::vector<float> gate(size_t(rows * inner)), up(size_t(rows * inner)), expected(size_t(rows * inner));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t i = 0; i < inner; ++i) {
+        double g = 0, u = 0;
+        for (int64_t k = 0; k < inputs; ++k) {
+          const double xv = bf16_to_float(x[size_t(r * inputs + k)]);
+          g += xv * bf16_to_float(w[size_t(gate_column(i) * inputs + k)]);
+          u += xv * bf16_to_float(w[size_t(up_column(i) * inputs + k)]);
+        }
+        gate[size_t(r * inner + i)] = float(g);
+        up[size_t(r * inner + i)] = float(u);
+      }
+    }
+    swiglu(gate.data(), up.data(), rows * inner, expected.data());
+    const auto d_x = to_device(x), d_w = to_device(w);
+    const auto* xs = reinterpret_cast<const __nv_bfloat16*>(d_x.data());
+    const auto* ws = reinterpret_cast<const __nv_bfloat16*>(d_w.data());
+    Gemm gemm(nullptr);
+    DeviceBuffer<float> gate_up(size_t(rows * outputs));
+    DeviceBuffer<__nv_bfloat16> fused(size_t(rows * inner)), unfused(size_t(rows * inner));
+    gemm.linear_swiglu(xs, rows, ws, inner, inputs, gate_up.data(), fused.data());
+    gemm.linear(xs, rows, ws, outputs, inputs, gate_up.data());
+    launch_swiglu(gate_up.data(), rows, inner, unfused.data(), nullptr);
+    std::vector<uint16_t> fused_bits(expected.size()), unfused_bits(expected.size());
+    check(cudaDeviceSynchronize(), "sync");
+    check(cudaMemcpy(fused_bits.data(), fused.data(), fused_bits.size() * 2, cudaMemcpyDeviceToHost), "download");
+    check(cudaMemcpy(unfused_bits.data(), unfused.data(), unfused_bits.size() * 2, cudaMemcpyDeviceToHost), "download");
+    EXPECT_EQ(fused_bits, unfused_bits) << rows << " rows";
+    EXPECT_LE(relative_error(widen(expected), floats_of_bf16(fused_bits)), 4e-3) << rows << " rows";
   }
 }
 
@@ -375,10 +420,11 @@ std::vector<double> reference_attention(const PageLayout& layout, const PageLayo
 
 // Sequences of `cached[s]` tokens, each with a step of `step_tokens[s]` query rows (1: a decode
 // row), every page present in every format at shuffled page ids, random page bytes and queries; the
-// step's attention through the decode kernel (`prefill` false: single-token steps) or the prefill
-// kernel, then the combine, each query row against float64.
+// step's attention through the decode kernel (`prefill` false: single-token steps; on
+// `decode_grid` blocks, 0: as many as the GPU holds at once) or the prefill kernel, then the
+// combine, each query row against float64.
 void expect_attention_matches_reference(const AttentionCase& a, const std::vector<int64_t>& cached,
-                                        const std::vector<int64_t>& step_tokens, bool prefill) {
+                                        const std::vector<int64_t>& step_tokens, bool prefill, int decode_grid = 0) {
   KvCacheConfig kv;
   kv.dtype = a.dtype;
   kv.group_size = a.group_size;
@@ -436,6 +482,9 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   }
   const StepPlan plan = make_step_plan(steps, kv, shape);
   ASSERT_EQ(plan.decode_items.empty(), prefill);
+  if (decode_grid > 0) {
+    ASSERT_GT(int64_t(plan.decode_items.size()) * num_kv_heads, 3 * decode_grid);
+  }
   ASSERT_EQ(plan.block_items.empty(), !prefill);
   DeviceStep device_step;
   device_step.upload(plan, nullptr);
@@ -465,7 +514,7 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   if (prefill) {
     launch_prefill_attention(args, prefill_attention_resident_blocks(), nullptr);
   } else {
-    launch_decode_attention(args, decode_attention_resident_blocks(layout), nullptr);
+    launch_decode_attention(args, decode_grid > 0 ? decode_grid : decode_attention_resident_blocks(layout), nullptr);
   }
   DeviceBuffer<__nv_bfloat16> out(size_t(row_count * q_width));
   DeviceBuffer<float> out_float(out.size());
@@ -495,6 +544,15 @@ class CudaDecodeAttention : public CudaCases<AttentionCase> {};
 // Three sequences at contexts that give one, a few and many splits.
 TEST_P(CudaDecodeAttention, MatchesFloat64Reference) {
   expect_attention_matches_reference(GetParam(), {37, 700, 9001}, {1, 1, 1}, /*prefill=*/false);
+}
+
+// A launch of fewer blocks than (item, KV head) units: most units are claimed from the device
+// counter after the first wave, and the counter is reset for the next launch (the test's second
+// launch runs the same plan through the same blocks).
+TEST_P(CudaDecodeAttention, FewerBlocksThanUnitsMatchFloat64Reference) {
+  for (int launch = 0; launch < 2; ++launch) {
+    expect_attention_matches_reference(GetParam(), {700, 9001}, {1, 1}, /*prefill=*/false, /*decode_grid=*/7);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

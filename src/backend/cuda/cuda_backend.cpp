@@ -237,9 +237,8 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
     gemm_->linear(w.attention.data(), rows, lw.o.data(), c.hidden_size, c.q_dim(), w.delta.data());
     launch_add_rms_norm(w.hidden.data(), w.delta.data(), nullptr, rows, c.hidden_size,
                         lw.post_attention_norm.data(), eps, w.normed.data(), stream_);
-    gemm_->linear(w.normed.data(), rows, lw.gate_up.data(), 2 * c.intermediate_size, c.hidden_size,
-                  w.gate_up.data());
-    launch_swiglu(w.gate_up.data(), rows, c.intermediate_size, w.activation.data(), stream_);
+    gemm_->linear_swiglu(w.normed.data(), rows, lw.gate_up.data(), c.intermediate_size, c.hidden_size,
+                         w.gate_up.data(), w.activation.data());
     gemm_->linear(w.activation.data(), rows, lw.down.data(), c.hidden_size, c.intermediate_size, w.delta.data());
   }
   launch_add_rms_norm(w.hidden.data(), w.delta.data(), step_.logit_rows(), sizes.logit_rows, c.hidden_size,

@@ -2,8 +2,10 @@
 
 #include <cstring>
 
+#include "backend/cuda/gate_up_layout.h"
 #include "model/rope.h"
 #include "model/value_rotation_folding.h"
+#include "util/error.h"
 #include "util/half.h"
 
 namespace oscar::cuda {
@@ -35,6 +37,20 @@ void upload_matrix(const TensorView& tensor, DeviceBuffer<__nv_bfloat16>& device
   Bf16Vector host;
   append_bf16(tensor, host);
   upload(host, device);
+}
+
+// gate_proj's and up_proj's rows in the order of gate_up_layout.h.
+Bf16Vector interleaved_gate_up(const LayerWeights& source, const ModelConfig& config) {
+  const int64_t inner = config.intermediate_size, hidden = config.hidden_size;
+  require(inner % 2 == 0, "CUDA backend: intermediate_size {} is odd (the gate|up layout pairs its outputs)", inner);
+  Bf16Vector gate, up, out(size_t(2 * inner * hidden));
+  append_bf16(source.gate_proj, gate);
+  append_bf16(source.up_proj, up);
+  for (int64_t i = 0; i < inner; ++i) {
+    std::memcpy(&out[size_t(gate_column(i) * hidden)], &gate[size_t(i * hidden)], size_t(hidden) * 2);
+    std::memcpy(&out[size_t(up_column(i) * hidden)], &up[size_t(i * hidden)], size_t(hidden) * 2);
+  }
+  return out;
 }
 
 std::vector<float> floats(const TensorView& tensor) {
@@ -84,10 +100,7 @@ DeviceWeights upload_weights(const ModelWeights& weights, const KvRotations* rot
       upload_matrix(source.o_proj, layer.o);
     }
     upload(qkv, layer.qkv);
-    Bf16Vector gate_up;
-    append_bf16(source.gate_proj, gate_up);
-    append_bf16(source.up_proj, gate_up);
-    upload(gate_up, layer.gate_up);
+    upload(interleaved_gate_up(source, config), layer.gate_up);
     upload_matrix(source.down_proj, layer.down);
     upload(floats(source.input_norm), layer.input_norm);
     upload(floats(source.post_attention_norm), layer.post_attention_norm);

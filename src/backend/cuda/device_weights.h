@@ -15,7 +15,7 @@ namespace oscar::cuda {
 struct DeviceLayerWeights {
   DeviceBuffer<__nv_bfloat16> qkv;      // [q_dim + 2 kv_dim][hidden]
   DeviceBuffer<__nv_bfloat16> o;        // [hidden][q_dim]
-  DeviceBuffer<__nv_bfloat16> gate_up;  // [2 intermediate][hidden]
+  DeviceBuffer<__nv_bfloat16> gate_up;  // [2 intermediate][hidden], rows as gate_up_layout.h orders them
   DeviceBuffer<__nv_bfloat16> down;     // [hidden][intermediate]
   DeviceBuffer<float> input_norm, post_attention_norm, q_norm, k_norm;
   DeviceBuffer<float> key_rotations;    // [kv_heads][D][D], empty when keys are not rotated

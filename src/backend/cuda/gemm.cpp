@@ -1,5 +1,6 @@
 #include "backend/cuda/gemm.h"
 
+#include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/skinny_linear.h"
 #include "util/error.h"
 
@@ -27,6 +28,14 @@ void Gemm::linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, 
   if (rows == 0) return;
   if (skinny_linear_supports(rows, inputs)) return skinny_linear(x, rows, w, outputs, inputs, y, accumulate, stream_);
   cublas_linear(x, rows, w, outputs, inputs, y, accumulate);
+}
+
+void Gemm::linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t inner,
+                         int64_t inputs, float* gate_up, __nv_bfloat16* activation) const {
+  if (rows == 0) return;
+  if (skinny_linear_supports(rows, inputs)) return skinny_linear_swiglu(x, rows, w, inner, inputs, activation, stream_);
+  cublas_linear(x, rows, w, 2 * inner, inputs, gate_up);
+  launch_swiglu(gate_up, rows, inner, activation, stream_);
 }
 
 void Gemm::cublas_linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,

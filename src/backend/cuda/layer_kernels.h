@@ -22,7 +22,8 @@ void launch_add_rms_norm(float* hidden, const float* delta, const int32_t* row_m
                          int64_t width, const float* weight, float eps, __nv_bfloat16* out,
                          cudaStream_t stream);
 
-// swiglu.cu: out[r][i] = bf16(silu(gate_up[r][i]) * gate_up[r][inner + i]).
+// swiglu.cu: out[r][i] = bf16(silu(gate_up[r][gate_column(i)]) * gate_up[r][up_column(i)])
+// (gate_up_layout.h).
 void launch_swiglu(const float* gate_up, int64_t rows, int64_t inner, __nv_bfloat16* out,
                    cudaStream_t stream);
 

@@ -1,10 +1,13 @@
-// SwiGLU. Mirrors swiglu (backend/cpu/cpu_math.cpp): silu(gate) * up = gate / (1 + exp(-gate)) * up,
-// reading gate and up from the fused gate|up projection; the output is down_proj's bf16 input.
+// SwiGLU after a gate|up product through cuBLAS (more than 16 rows; fewer take skinny_linear.cu's,
+// which applies it itself): gate and up from the product's columns (gate_up_layout.h), the output
+// down_proj's bf16 input.
 #include <algorithm>
 
 #include "backend/cuda/chained_launch.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gate_up_layout.h"
 #include "backend/cuda/layer_kernels.h"
+#include "backend/cuda/swiglu.cuh"
 #include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
@@ -17,9 +20,8 @@ __global__ void swiglu_kernel(const float* gate_up, int64_t rows, int64_t inner,
   for (int64_t index = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; index < total;
        index += int64_t(gridDim.x) * blockDim.x) {
     const int64_t row = index / inner, i = index % inner;
-    const float gate = gate_up[row * 2 * inner + i];
-    const float up = gate_up[row * 2 * inner + inner + i];
-    out[index] = __float2bfloat16_rn(gate / (1.0f + expf(-gate)) * up);
+    const float* columns = gate_up + row * 2 * inner;
+    out[index] = swiglu_bf16(columns[gate_column(i)], columns[up_column(i)]);
   }
 }
 
