@@ -1,6 +1,8 @@
 // oscar bench linear: the decode step's matrix products alone at a model's shapes (q|k|v, o,
 // gate|up, down, LM head) for a few rows, through the backend's Gemm (skinny_linear.h up to 16
-// rows, cuBLAS beyond) and through cuBLAS for every row count, the peer. Each row reports the
+// rows, cuBLAS beyond) and through cuBLAS for every row count, the peer. gate_up_swiglu is the
+// gate|up product as the decode step runs it, with SwiGLU (Gemm::linear_swiglu: applied by the
+// product itself up to 16 rows), against cuBLAS's product followed by the SwiGLU kernel. Each row reports the
 // time per product, its weight bytes, the achieved GB/s and the fraction of the copy bandwidth
 // measured in the same run. The weights (a constant bf16 pattern: the time does not depend on
 // the values) are cycled over enough copies that L2 never serves a repeat, as in a decode step.
@@ -16,6 +18,7 @@
 #ifdef OSCAR_HAVE_CUDA
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/skinny_linear.h"
 #endif
 
@@ -36,6 +39,7 @@ struct Product {
   const char* name;
   int64_t outputs;
   int64_t inputs;
+  bool swiglu = false;  // the gate|up product with SwiGLU, into bf16 activations
 };
 
 void run_bench_linear(const BenchLinearOptions& o) {
@@ -45,6 +49,7 @@ void run_bench_linear(const BenchLinearOptions& o) {
   const std::vector<Product> products = {{"qkv", c.q_dim() + 2 * c.kv_dim(), c.hidden_size},
                                          {"o", c.hidden_size, c.q_dim()},
                                          {"gate_up", 2 * c.intermediate_size, c.hidden_size},
+                                         {"gate_up_swiglu", 2 * c.intermediate_size, c.hidden_size, true},
                                          {"down", c.hidden_size, c.intermediate_size},
                                          {"lm_head", c.vocab_size, c.hidden_size}};
   const std::vector<int64_t> row_counts = parse_int_list(o.rows);
@@ -56,11 +61,12 @@ void run_bench_linear(const BenchLinearOptions& o) {
   }
   DeviceBuffer<__nv_bfloat16> x(size_t(most_rows * widest));
   DeviceBuffer<float> y(size_t(most_rows * widest));
+  DeviceBuffer<__nv_bfloat16> activation(size_t(most_rows * c.intermediate_size));
   check(cudaMemset(x.data(), 0x3c, x.bytes()), "cudaMemset");
   cudaStream_t stream = nullptr;
   Gemm gemm(stream);
   std::vector<nlohmann::json> rows;
-  fmt::print("{:>8} {:>5} {:>8} {:>6} {:>8} {:>10} {:>7} {:>10} {:>7}\n", "product", "rows", "outputs", "inputs", "path",
+  fmt::print("{:>14} {:>5} {:>8} {:>6} {:>8} {:>10} {:>7} {:>10} {:>7}\n", "product", "rows", "outputs", "inputs", "path",
              "ours_us", "bw", "cublas_us", "bw");
   for (const Product& p : products) {
     const int64_t bytes = p.outputs * p.inputs * 2;
@@ -72,13 +78,22 @@ void run_bench_linear(const BenchLinearOptions& o) {
     }
     for (const int64_t r : row_counts) {
       auto weight = [&](int i) { return weights[size_t(i % copies)].data(); };
+      const int64_t inner = p.outputs / 2;
       const double ours = median_launch_us(
-          [&](int i) { gemm.linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data()); }, o.iterations);
+          [&](int i) {
+            if (p.swiglu) return gemm.linear_swiglu(x.data(), r, weight(i), inner, p.inputs, y.data(), activation.data());
+            gemm.linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data());
+          },
+          o.iterations);
       const double cublas = median_launch_us(
-          [&](int i) { gemm.cublas_linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data()); }, o.iterations);
+          [&](int i) {
+            gemm.cublas_linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data());
+            if (p.swiglu) launch_swiglu(y.data(), r, inner, activation.data(), stream);
+          },
+          o.iterations);
       const double gbps = double(bytes) / (ours * 1e-6) / 1e9, cublas_gbps = double(bytes) / (cublas * 1e-6) / 1e9;
       const char* path = skinny_linear_supports(r, p.inputs) ? "skinny" : "cublas";
-      fmt::print("{:>8} {:>5} {:>8} {:>6} {:>8} {:>10.1f} {:>6.0f}% {:>10.1f} {:>6.0f}%\n", p.name, r, p.outputs,
+      fmt::print("{:>14} {:>5} {:>8} {:>6} {:>8} {:>10.1f} {:>6.0f}% {:>10.1f} {:>6.0f}%\n", p.name, r, p.outputs,
                  p.inputs, path, ours, 100.0 * gbps / gpu.copy_gbps, cublas, 100.0 * cublas_gbps / gpu.copy_gbps);
       rows.push_back({{"kernel", "linear"}, {"product", p.name}, {"model", o.model}, {"rows", r},
                       {"outputs", p.outputs}, {"inputs", p.inputs}, {"path", path}, {"time_us", ours},
