@@ -2,9 +2,9 @@
 // gate|up, down, LM head) for a few rows, through the backend's Gemm (skinny_linear.h up to 16
 // rows, cuBLAS beyond) and through cuBLAS for every row count, the peer. gate_up_swiglu is the
 // gate|up product as the decode step runs it, with SwiGLU (Gemm::linear_swiglu: applied by the
-// product itself up to 16 rows), against cuBLAS's product followed by the SwiGLU kernel. Each row reports the
-// time per product, its weight bytes, the achieved GB/s and the fraction of the copy bandwidth
-// measured in the same run. The weights (a constant bf16 pattern: the time does not depend on
+// product itself up to 16 rows), against cuBLAS's product followed by the SwiGLU kernel. Each row
+// reports the time per product, its weight bytes, the achieved GB/s and the fraction of the copy
+// bandwidth measured in the same run. The weights (a constant bf16 pattern: the time does not depend on
 // the values) are cycled over enough copies that L2 never serves a repeat, as in a decode step.
 #include <fmt/format.h>
 
@@ -66,8 +66,8 @@ void run_bench_linear(const BenchLinearOptions& o) {
   cudaStream_t stream = nullptr;
   Gemm gemm(stream);
   std::vector<nlohmann::json> rows;
-  fmt::print("{:>14} {:>5} {:>8} {:>6} {:>8} {:>10} {:>7} {:>10} {:>7}\n", "product", "rows", "outputs", "inputs", "path",
-             "ours_us", "bw", "cublas_us", "bw");
+  fmt::print("{:>14} {:>5} {:>8} {:>6} {:>8} {:>10} {:>7} {:>10} {:>7}\n", "product", "rows", "outputs", "inputs",
+             "path", "ours_us", "bw", "cublas_us", "bw");
   for (const Product& p : products) {
     const int64_t bytes = p.outputs * p.inputs * 2;
     const int copies = int(std::max<int64_t>(2, (int64_t(256) << 20) / bytes + 1));
@@ -81,8 +81,11 @@ void run_bench_linear(const BenchLinearOptions& o) {
       const int64_t inner = p.outputs / 2;
       const double ours = median_launch_us(
           [&](int i) {
-            if (p.swiglu) return gemm.linear_swiglu(x.data(), r, weight(i), inner, p.inputs, y.data(), activation.data());
-            gemm.linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data());
+            if (p.swiglu) {
+              gemm.linear_swiglu(x.data(), r, weight(i), inner, p.inputs, y.data(), activation.data());
+            } else {
+              gemm.linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data());
+            }
           },
           o.iterations);
       const double cublas = median_launch_us(

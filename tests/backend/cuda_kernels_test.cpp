@@ -65,6 +65,22 @@ std::vector<T> to_host(const DeviceBuffer<T>& device, size_t count) {
   return host;
 }
 
+// bf16 bit patterns of random_floats' values.
+std::vector<uint16_t> random_bf16(size_t count, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  const std::vector<float> values = random_floats(count, seed, lo, hi);
+  std::vector<uint16_t> bits(count);
+  for (size_t i = 0; i < count; ++i) bits[i] = float_to_bf16(values[i]);
+  return bits;
+}
+
+// A device bf16 array's first `count` bit patterns.
+std::vector<uint16_t> bf16_bits(const DeviceBuffer<__nv_bfloat16>& device, size_t count) {
+  std::vector<uint16_t> bits(count);
+  check(cudaDeviceSynchronize(), "test synchronize");
+  check(cudaMemcpy(bits.data(), device.data(), count * 2, cudaMemcpyDeviceToHost), "test download");
+  return bits;
+}
+
 std::vector<float> floats_of_bf16(const std::vector<uint16_t>& bits) {
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_float(bits[i]);
@@ -127,9 +143,7 @@ TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
       rms_norm(&hidden[size_t(source * width)], 1, width, weight.data(), 1e-6, &normed[size_t(r * width)]);
     }
     normed.resize(size_t(out_rows * width));
-    std::vector<uint16_t> bits(normed.size());
-    check(cudaDeviceSynchronize(), "sync");
-    check(cudaMemcpy(bits.data(), out.data(), bits.size() * 2, cudaMemcpyDeviceToHost), "download");
+    const std::vector<uint16_t> bits = bf16_bits(out, normed.size());
     EXPECT_LE(relative_error(widen(hidden), to_host(d_hidden, hidden.size())), 1e-6) << "width " << width;
     EXPECT_LE(relative_error(widen(normed), floats_of_bf16(bits)), 4e-3) << "width " << width;  // bf16 output
   }
@@ -149,10 +163,7 @@ TEST_F(CudaKernels, SwigluMatchesCpu) {
   const auto d_gate_up = to_device(gate_up);
   DeviceBuffer<__nv_bfloat16> out(size_t(rows * inner));
   launch_swiglu(d_gate_up.data(), rows, inner, out.data(), nullptr);
-  std::vector<uint16_t> bits(expected.size());
-  check(cudaDeviceSynchronize(), "sync");
-  check(cudaMemcpy(bits.data(), out.data(), bits.size() * 2, cudaMemcpyDeviceToHost), "download");
-  EXPECT_LE(relative_error(widen(expected), floats_of_bf16(bits)), 4e-3);
+  EXPECT_LE(relative_error(widen(expected), floats_of_bf16(bf16_bits(out, expected.size()))), 4e-3);
 }
 
 // Up to 16 rows take skinny_linear (decode steps: 1-2 rows its FMA kernel, 3-16 one or two mma
@@ -163,10 +174,7 @@ TEST_F(CudaKernels, GemmMatchesFloat64) {
   const int64_t outputs = 770;
   for (const int64_t inputs : {1024, 1056}) {
     for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17, 33}) {
-      std::vector<uint16_t> x(size_t(rows * inputs)), w(size_t(outputs * inputs));
-      const auto xf = random_floats(x.size(), 5), wf = random_floats(w.size(), 6, -0.05f, 0.05f);
-      for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(xf[i]);
-      for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(wf[i]);
+      const auto x = random_bf16(size_t(rows * inputs), 5), w = random_bf16(size_t(outputs * inputs), 6, -0.05f, 0.05f);
       std::vector<double> expected(size_t(rows * outputs), 0.0);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t o = 0; o < outputs; ++o)
@@ -196,10 +204,7 @@ TEST_F(CudaKernels, GemmMatchesFloat64) {
 TEST_F(CudaKernels, GemmSwigluMatchesUnfusedAndCpu) {
   const int64_t inner = 388, inputs = 1056, outputs = 2 * inner;
   for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17}) {
-    std::vector<uint16_t> x(size_t(rows * inputs)), w(size_t(outputs * inputs));
-    const auto xf = random_floats(x.size(), 15), wf = random_floats(w.size(), 16, -0.05f, 0.05f);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float_to_bf16(xf[i]);
-    for (size_t i = 0; i < w.size(); ++i) w[i] = float_to_bf16(wf[i]);
+    const auto x = random_bf16(size_t(rows * inputs), 15), w = random_bf16(size_t(outputs * inputs), 16, -0.05f, 0.05f);
     std::vector<float> gate(size_t(rows * inner)), up(size_t(rows * inner)), expected(size_t(rows * inner));
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t i = 0; i < inner; ++i) {
@@ -223,11 +228,8 @@ TEST_F(CudaKernels, GemmSwigluMatchesUnfusedAndCpu) {
     gemm.linear_swiglu(xs, rows, ws, inner, inputs, gate_up.data(), fused.data());
     gemm.linear(xs, rows, ws, outputs, inputs, gate_up.data());
     launch_swiglu(gate_up.data(), rows, inner, unfused.data(), nullptr);
-    std::vector<uint16_t> fused_bits(expected.size()), unfused_bits(expected.size());
-    check(cudaDeviceSynchronize(), "sync");
-    check(cudaMemcpy(fused_bits.data(), fused.data(), fused_bits.size() * 2, cudaMemcpyDeviceToHost), "download");
-    check(cudaMemcpy(unfused_bits.data(), unfused.data(), unfused_bits.size() * 2, cudaMemcpyDeviceToHost), "download");
-    EXPECT_EQ(fused_bits, unfused_bits) << rows << " rows";
+    const std::vector<uint16_t> fused_bits = bf16_bits(fused, expected.size());
+    EXPECT_EQ(fused_bits, bf16_bits(unfused, expected.size())) << rows << " rows";
     EXPECT_LE(relative_error(widen(expected), floats_of_bf16(fused_bits)), 4e-3) << rows << " rows";
   }
 }

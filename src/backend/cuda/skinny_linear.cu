@@ -32,6 +32,7 @@
 
 #include "backend/cuda/chained_launch.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gate_up_layout.h"
 #include "backend/cuda/skinny_linear.h"
 #include "backend/cuda/swiglu.cuh"
 #include "backend/cuda/warp_primitives.cuh"
@@ -55,7 +56,8 @@ struct Destination {
 
 // Output `output` of row r, the block's output `local`, whose warp v's partial sum is
 // partial(v, local): the warps' sums added in warp order. With SwiGLU, the thread of a gate column
-// also sums its up column (local + 2) and writes the pair; an up column's thread writes nothing.
+// also sums its up column (gate_up_layout.h) and writes the pair; an up column's thread writes
+// nothing.
 template <typename Partial>
 __device__ __forceinline__ void deliver(Partial partial, int local, int64_t r, int output, int outputs,
                                         const Destination& d) {
@@ -66,9 +68,10 @@ __device__ __forceinline__ void deliver(Partial partial, int local, int64_t r, i
     return sum;
   };
   if (d.activation != nullptr) {
-    if (output % 4 >= 2) return;
-    const int64_t pair = output / 4 * 2 + output % 4;  // gate_column(pair) == output
-    d.activation[r * (outputs / 2) + pair] = swiglu_bf16(total(local), total(local + 2));
+    if (!is_gate_column(output)) return;
+    const int64_t pair = pair_of_column(output);
+    const int up = local + int(up_column(pair) - output);
+    d.activation[r * (outputs / 2) + pair] = swiglu_bf16(total(local), total(up));
     return;
   }
   const int64_t index = r * outputs + output;
