@@ -423,10 +423,12 @@ std::vector<double> reference_attention(const PageLayout& layout, const PageLayo
 // Sequences of `cached[s]` tokens, each with a step of `step_tokens[s]` query rows (1: a decode
 // row), every page present in every format at shuffled page ids, random page bytes and queries; the
 // step's attention through the decode kernel (`prefill` false: single-token steps; on
-// `decode_grid` blocks, 0: as many as the GPU holds at once) or the prefill kernel, then the
-// combine, each query row against float64.
+// `decode_grid` blocks, 0: as many as the GPU holds at once; in splits of `split_tokens`
+// positions, 0: the plan's) or the prefill kernel, then the combine, each query row against
+// float64.
 void expect_attention_matches_reference(const AttentionCase& a, const std::vector<int64_t>& cached,
-                                        const std::vector<int64_t>& step_tokens, bool prefill, int decode_grid = 0) {
+                                        const std::vector<int64_t>& step_tokens, bool prefill, int decode_grid = 0,
+                                        int64_t split_tokens = 0) {
   KvCacheConfig kv;
   kv.dtype = a.dtype;
   kv.group_size = a.group_size;
@@ -479,6 +481,7 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   // A bf16 cache's splits are multiples of 64 (step_plan.h); at these contexts the rule picks 256,
   // so take 320: pieces that start and end off the 256 grid.
   if (!kv.quantized()) shape.split_tokens = 5 * kFullDecodeSplitAlignment;
+  if (split_tokens > 0) shape.split_tokens = split_tokens;
   if (!prefill) {
     ASSERT_TRUE(decode_attention_supports(layout, a.query_group));
   }
@@ -555,6 +558,13 @@ TEST_P(CudaDecodeAttention, FewerBlocksThanUnitsMatchFloat64Reference) {
   for (int launch = 0; launch < 2; ++launch) {
     expect_attention_matches_reference(GetParam(), {700, 9001}, {1, 1}, /*prefill=*/false, /*decode_grid=*/7);
   }
+}
+
+// Splits of the plan's longest length (kLongerDecodeSplits, for launches of many waves): a row cut
+// into two of them and a rest.
+TEST_P(CudaDecodeAttention, LongSplitsMatchFloat64Reference) {
+  expect_attention_matches_reference(GetParam(), {20000}, {1}, /*prefill=*/false, /*decode_grid=*/0,
+                                     /*split_tokens=*/kLongerDecodeSplits[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -181,7 +181,8 @@ TEST(CudaStepPlan, RecentWindowIsOnePieceWhereverItLies) {
 }
 
 // About one wave of splits for a quantized cache whose rows get four splits or more, two waves
-// otherwise, in multiples of 256 from 256 to 4096; for a bf16 cache, the shortest multiple of 64
+// otherwise, in multiples of 256 from 256 to 4096 (8192 or 6144 where that leaves four waves of
+// them); for a bf16 cache, the shortest multiple of 64
 // whose pieces fit one wave (then two) and cut the longest row into two splits or more.
 TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
   const StepPlanShape shape{.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 396};
@@ -203,6 +204,14 @@ TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
   EXPECT_EQ(decode_split_tokens(rows(1, 100), true, shape), 256);
   EXPECT_EQ(decode_split_tokens(rows(1, 100), false, shape), 256);
   EXPECT_EQ(decode_split_tokens(rows(64, 131073), false, shape), 4096);
+  // Many waves of 4096 (quantized): the longest of 8192 and 6144 that keeps four waves (1584 pieces).
+  EXPECT_EQ(decode_split_tokens(rows(64, 32769), true, shape), 8192);    // 5 x 512 = 2560 pieces
+  EXPECT_EQ(decode_split_tokens(rows(16, 100001), true, shape), 8192);   // 13 x 128 = 1664
+  EXPECT_EQ(decode_split_tokens(rows(28, 100001), true, shape), 8192);
+  EXPECT_EQ(decode_split_tokens(rows(32, 40001), true, shape), 6144);    // 8192: 5 x 256 = 1280
+  EXPECT_EQ(decode_split_tokens(rows(32, 32769), true, shape), 4096);    // 6144: 6 x 256 = 1536
+  EXPECT_EQ(decode_split_tokens(rows(8, 131073), true, shape), 4096);    // 6144: 22 x 64 = 1408
+  EXPECT_EQ(decode_split_tokens(rows(8, 100001), true, shape), 4096);
   // Rows of different lengths count their own pieces: 1000 and 32769 positions at 704 make 2 + 47
   // pieces, 392 blocks.
   const std::vector<int64_t> mixed = {1000, 32769};

@@ -94,18 +94,25 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
     return std::clamp<int64_t>(round_up(work / target, kDecodeSplitAlignment), kDecodeSplitAlignment,
                                kLongestDecodeSplit);
   };
-  if (quantized_cache) {
-    const int64_t one_wave = split_for_waves(1);
-    return 4 * one_wave <= longest_row ? one_wave : split_for_waves(2);
-  }
-  // Full precision: the shortest split in multiples of kFullDecodeSplitAlignment whose pieces,
-  // counted row by row, fill at most one wave (else two), so that the wave's longest piece is as
-  // short as the rows allow.
   auto pieces = [&](int64_t split) {
     int64_t count = 0;
     for (const int64_t row : decode_rows) count += ceil_div(row, split);
     return count * shape.num_kv_heads;
   };
+  if (quantized_cache) {
+    const int64_t one_wave = split_for_waves(1);
+    if (4 * one_wave > longest_row) return split_for_waves(2);
+    if (one_wave < kLongestDecodeSplit) return one_wave;
+    // Many waves of the longest split: longer pieces still leaving kManyWaves waves, fewer pieces'
+    // fill and merge to pay.
+    for (const int64_t split : kLongerDecodeSplits) {
+      if (pieces(split) >= kManyWaves * slots) return split;
+    }
+    return kLongestDecodeSplit;
+  }
+  // Full precision: the shortest split in multiples of kFullDecodeSplitAlignment whose pieces,
+  // counted row by row, fill at most one wave (else two), so that the wave's longest piece is as
+  // short as the rows allow.
   for (const int64_t waves : {1, 2}) {
     const int64_t budget = waves * slots;
     const int64_t even = ceil_div(work, budget);

@@ -20,6 +20,10 @@ inline constexpr int64_t kDecodeSplitAlignment = 256;
 // 64k positions gives each warp k tiles.
 inline constexpr int64_t kFullDecodeSplitAlignment = 64;
 inline constexpr int64_t kLongestDecodeSplit = 4096;
+// A quantized cache's splits beyond that, longest first, for launches of at least kManyWaves waves
+// of them (decode_split_tokens).
+inline constexpr int64_t kLongerDecodeSplits[] = {8192, 6144};
+inline constexpr int64_t kManyWaves = 4;
 
 struct StepPlanShape {
   int64_t num_kv_heads = 0;
@@ -54,10 +58,16 @@ struct StepPlan {
 StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
                         const StepPlanShape& shape);
 
-// Key positions per split of decode rows of `decode_rows` key positions each, between 256 and 4096.
+// Key positions per split of decode rows of `decode_rows` key positions each, between 256 and 4096,
+// or 6144 / 8192 for a quantized cache with many waves of them.
 // A quantized cache: a multiple of kDecodeSplitAlignment, about one wave of `resident_blocks` splits
 // when its longest row still gets four splits (each row's share of the last wave is then cut into
-// quarter splits, which the blocks take last, see make_step_plan), else about two waves. A bf16
+// quarter splits, which the blocks take last, see make_step_plan), else about two waves. Where one
+// wave would need splits longer than 4096, the longest of 8192 and 6144 whose pieces still make
+// four waves, else 4096: INT2 with the band, 4096 -> 8192, H100 / H200 (docs/bench section (a)):
+// 128K x 64 1742 -> 1694 / 1736 -> 1677 us, 64K x 32 462 -> 454 / 426 -> 410, 100K x 16 347 -> 343 /
+// 318 -> 311; with fewer waves the longer splits' tail costs more than they save (32K x 8 75 -> 105
+// us at 8192 on the H100, 64K x 8 129 -> 152 at 6144, 100K x 8 186 -> 199 at 8192). A bf16
 // cache: the shortest multiple of kFullDecodeSplitAlignment whose pieces, counted row by row, fit
 // one wave and cut the longest row into two splits or more, else the same in two waves, else about
 // two waves of 4096 at most. Measured on the H100 (oscar bench decode-attention --split-tokens,
