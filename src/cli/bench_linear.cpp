@@ -18,7 +18,6 @@
 #ifdef OSCAR_HAVE_CUDA
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
-#include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/skinny_linear.h"
 #endif
 
@@ -79,21 +78,20 @@ void run_bench_linear(const BenchLinearOptions& o) {
     for (const int64_t r : row_counts) {
       auto weight = [&](int i) { return weights[size_t(i % copies)].data(); };
       const int64_t inner = p.outputs / 2;
-      const double ours = median_launch_us(
-          [&](int i) {
-            if (p.swiglu) {
-              gemm.linear_swiglu(x.data(), r, weight(i), inner, p.inputs, y.data(), activation.data());
-            } else {
-              gemm.linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data());
-            }
-          },
-          o.iterations);
-      const double cublas = median_launch_us(
-          [&](int i) {
-            gemm.cublas_linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data());
-            if (p.swiglu) launch_swiglu(y.data(), r, inner, activation.data(), stream);
-          },
-          o.iterations);
+      // The product as the decode step runs it (Gemm's choice of path), or through cuBLAS.
+      auto product = [&](int i, bool through_cublas) {
+        if (p.swiglu && through_cublas) {
+          gemm.cublas_linear_swiglu(x.data(), r, weight(i), inner, p.inputs, y.data(), activation.data());
+        } else if (p.swiglu) {
+          gemm.linear_swiglu(x.data(), r, weight(i), inner, p.inputs, y.data(), activation.data());
+        } else if (through_cublas) {
+          gemm.cublas_linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data());
+        } else {
+          gemm.linear(x.data(), r, weight(i), p.outputs, p.inputs, y.data());
+        }
+      };
+      const double ours = median_launch_us([&](int i) { product(i, false); }, o.iterations);
+      const double cublas = median_launch_us([&](int i) { product(i, true); }, o.iterations);
       const double gbps = double(bytes) / (ours * 1e-6) / 1e9, cublas_gbps = double(bytes) / (cublas * 1e-6) / 1e9;
       const char* path = skinny_linear_supports(r, p.inputs) ? "skinny" : "cublas";
       fmt::print("{:>14} {:>5} {:>8} {:>6} {:>8} {:>10.1f} {:>6.0f}% {:>10.1f} {:>6.0f}%\n", p.name, r, p.outputs,

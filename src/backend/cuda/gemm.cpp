@@ -34,6 +34,12 @@ void Gemm::linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat
                          int64_t inputs, float* gate_up, __nv_bfloat16* activation) const {
   if (rows == 0) return;
   if (skinny_linear_supports(rows, inputs)) return skinny_linear_swiglu(x, rows, w, inner, inputs, activation, stream_);
+  cublas_linear_swiglu(x, rows, w, inner, inputs, gate_up, activation);
+}
+
+void Gemm::cublas_linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t inner,
+                                int64_t inputs, float* gate_up, __nv_bfloat16* activation) const {
+  if (rows == 0) return;
   cublas_linear(x, rows, w, 2 * inner, inputs, gate_up);
   launch_swiglu(gate_up, rows, inner, activation, stream_);
 }

@@ -32,6 +32,9 @@ class Gemm {
   // The same product through cuBLAS whatever the rows (`oscar bench linear` compares the two).
   void cublas_linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
                      int64_t inputs, float* y, bool accumulate = false) const;
+  // linear_swiglu's path beyond 16 rows whatever the rows: cuBLAS, then the SwiGLU kernel.
+  void cublas_linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t inner,
+                            int64_t inputs, float* gate_up, __nv_bfloat16* activation) const;
 
  private:
   cublasHandle_t handle_ = nullptr;
