@@ -996,7 +996,18 @@ __device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int 
 __device__ int work_counter[2];
 
 constexpr int kPoolsBytes = kWarps * kPoolBytes;
-constexpr int kSharedBytes = kPoolsBytes + 256 * sizeof(float);  // the pools, then the q8 scale table
+// The next unit's index and descriptor (written by thread 0 during the merge, read by all after it).
+struct NextUnit {
+  int work;
+  DecodeItem item;
+};
+constexpr int kNextUnitOffset = kPoolsBytes + 256 * sizeof(float);
+// The pools, the q8 scale table, the next unit: all of the kernel's shared memory is dynamic, so
+// that the pools start on a 128-byte line. Static shared variables (32 bytes of them at
+// 8977ef4) shift the dynamic area by their size, and the 128 bytes that eight lanes copy at once
+// then straddle two lines: bf16 decode attention ran 1.3-4.7% slower and INT2 up to 2% (H100 and
+// H200; Nsight Compute: the same instructions and bytes, longer waits for the copies).
+constexpr int kSharedBytes = kNextUnitOffset + int(sizeof(NextUnit));
 
 // Bits 0: bf16 pages only. Quantized items: INT2 and INT4 in groups of 64 or 128 channels take
 // the super-tile path, groups of 32 the word-load path. Band items (INT2 caches only: the band's
@@ -1026,11 +1037,12 @@ __device__ __forceinline__ void process_item(const ItemContext& c, WarpState& st
 
 template <int Bits, int Group, ParamFormat Format>
 __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const AttentionArgs args) {
-  extern __shared__ __align__(16) unsigned char shared[];
+  extern __shared__ __align__(128) unsigned char shared[];
   const Lane l = this_lane();
   unsigned char* pool = shared + l.warp * kPoolBytes;
   float* merge = reinterpret_cast<float*>(shared);
   float* q8_scales = reinterpret_cast<float*>(shared + kPoolsBytes);
+  NextUnit& next = *reinterpret_cast<NextUnit*>(shared + kNextUnitOffset);
   if constexpr (Bits > 0 && Format == ParamFormat::q8) {
     for (int i = threadIdx.x; i < 256; i += kThreads) q8_scales[i] = args.q8_scales[i];
     __syncthreads();
@@ -1044,8 +1056,6 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
   // so that the atomic's round trip is hidden, and its descriptor is read while the current one's
   // warps merge: a unit's first copies wait on one round trip (its page ids), not three (the
   // descriptor, then its row, then the page ids).
-  __shared__ int next_work;
-  __shared__ DecodeItem next_item;
   int work = blockIdx.x;
   DecodeItem item = work < work_units ? args.decode_items[work / args.num_kv_heads] : DecodeItem{};
   wait_for_producer();
@@ -1062,12 +1072,12 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
     if (threadIdx.x == 0 && claimed < work_units) following = args.decode_items[claimed / args.num_kv_heads];
     merge_warps(args, item, kv_head, merge);
     if (threadIdx.x == 0) {
-      next_work = claimed;
-      next_item = following;
+      next.work = claimed;
+      next.item = following;
     }
-    __syncthreads();  // next_work and next_item are written; the merge area is the next unit's pipeline
-    work = next_work;
-    item = next_item;
+    __syncthreads();  // the next unit is written; the merge area is the next unit's pipeline
+    work = next.work;
+    item = next.item;
   }
   // Not earlier: the combine's blocks, waiting beside this kernel's for its whole run, made INT2
   // decode steps of batch 4-8 5-18% slower on the H100.
