@@ -69,7 +69,8 @@ uint8_t code_at(const uint8_t* codes, int index, int bits);
 void store_params(GroupParams params, ParamFormat format, uint8_t* out);
 GroupParams load_params(const uint8_t* in, ParamFormat format);
 
-// The q8 scale of exponent code e (the table kernels load).
+// The q8 scale of exponent code e in [0, kQ8ScaleCount) (the table kernels load).
+inline constexpr int kQ8ScaleCount = 256;
 float q8_scale(int exponent_code);
 
 }  // namespace oscar

@@ -1001,7 +1001,7 @@ struct NextUnit {
   int work;
   DecodeItem item;
 };
-constexpr int kNextUnitOffset = kPoolsBytes + 256 * sizeof(float);
+constexpr int kNextUnitOffset = kPoolsBytes + kQ8ScaleCount * sizeof(float);
 // The pools, the q8 scale table, the next unit: all of the kernel's shared memory is dynamic, so
 // that the pools start on a 128-byte line. Static shared variables (32 bytes of them at
 // 8977ef4) shift the dynamic area by their size, and the 128 bytes that eight lanes copy at once
@@ -1044,7 +1044,7 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
   float* q8_scales = reinterpret_cast<float*>(shared + kPoolsBytes);
   NextUnit& next = *reinterpret_cast<NextUnit*>(shared + kNextUnitOffset);
   if constexpr (Bits > 0 && Format == ParamFormat::q8) {
-    for (int i = threadIdx.x; i < 256; i += kThreads) q8_scales[i] = args.q8_scales[i];
+    for (int i = threadIdx.x; i < kQ8ScaleCount; i += kThreads) q8_scales[i] = args.q8_scales[i];
     __syncthreads();
   }
   // The work list is the step's plan (uploaded before the step), not an earlier kernel's output:

@@ -1,5 +1,5 @@
 #pragma once
-// The 256 q8 scales (quant/group_codec.h, q8_scale) on the device, where the write path and the
+// The kQ8ScaleCount q8 scales (quant/group_codec.h, q8_scale) on the device, where the write path and the
 // attention kernels decode q8 group parameters; and the score scale the attention kernels take.
 #include <cmath>
 #include <cstdint>
@@ -12,8 +12,8 @@
 namespace oscar::cuda {
 
 inline DeviceBuffer<float> make_q8_scale_table() {
-  std::vector<float> scales(256);
-  for (int e = 0; e < 256; ++e) scales[size_t(e)] = q8_scale(e);
+  std::vector<float> scales(kQ8ScaleCount);
+  for (int e = 0; e < kQ8ScaleCount; ++e) scales[size_t(e)] = q8_scale(e);
   DeviceBuffer<float> table;
   upload(scales, table);
   return table;
