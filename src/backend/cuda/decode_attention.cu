@@ -151,15 +151,22 @@ __device__ __forceinline__ void mask_tile(float (&s)[4], int tile_start, int g, 
   if (p1 < begin || p1 >= end) s[2] = s[3] = -INFINITY;
 }
 
-// Runs `compute(j, buffer)` over this warp's tiles j = 0..count-1, `load(j, buffer)` issuing the
-// cp.async copies of tile j Stages - 1 tiles ahead.
-template <int Stages, int StageBytes, typename Load, typename Compute>
-__device__ __forceinline__ void pipeline(unsigned char* pool, int count, Load load, Compute compute) {
+// A warp's cp.async pipeline over its tiles j = 0..count-1 in `Stages` buffers of its pool:
+// `load(j, buffer)` issues tile j's copies. pipeline_start issues the first Stages - 1 tiles' (one
+// commit group each) as soon as the warp has its page ids, before the caller sets up its query
+// (QueryValues); pipeline_run then runs `compute(j, buffer)` over the tiles, issuing each tile's
+// copies Stages - 1 tiles ahead.
+template <int Stages, int StageBytes, typename Load>
+__device__ __forceinline__ void pipeline_start(unsigned char* pool, int count, Load load) {
 #pragma unroll
   for (int s = 0; s < Stages - 1; ++s) {
     if (s < count) load(s, pool + s * StageBytes);
     cp_async_commit();
   }
+}
+
+template <int Stages, int StageBytes, typename Load, typename Compute>
+__device__ __forceinline__ void pipeline_run(unsigned char* pool, int count, Load load, Compute compute) {
   // Stage indices advance with a wrap instead of j % Stages: with three stages each modulo was a
   // multiply-high and three more instructions in the loop.
   int stage = 0, ahead_stage = Stages - 1;
@@ -242,6 +249,43 @@ __device__ __forceinline__ const float* group_queries(const ItemContext& c) {
   return a.queries + (int64_t(c.item.row) * a.num_kv_heads * a.group + int64_t(c.kv_head) * a.group) * kHeadDim;
 }
 
+// The 32 query values lane (g, t) puts into the score mma's B operand, value i channel
+// `channel_of(i)` of head g (zero past the group's heads). The constructor loads them if `early`,
+// before the unit's first copies (pipeline_start), load_late after the copies otherwise; either
+// way they are converted after the copies. Which order is faster depends on the warp's share of
+// the unit (H100, A/B over the decode-attention grid, docs/bench/README.md section (a)). Quantized
+// pages: the query first where a warp's share is at most kEarlyQueryPositions (INT2 splits up to
+// 1536 positions), the copies first beyond, was faster than the query first everywhere at 34 of
+// 36 INT2 shapes (16K x 4 6%, 64K x 8 3.1%, 32K x 8 2.3%); the copies first everywhere lost up
+// to 7.6% where shares are short (8K x 4). Most likely the query's 32 loads a lane, issued before
+// the copies, delay the wait for the page ids that the copies need; where a share is short, the
+// query's own wait behind the copies costs more. bf16 pages: the copies first, faster at small
+// batches (8K x 1 3.4%) and level elsewhere.
+constexpr int kEarlyQueryPositions = 512;
+template <typename ChannelOf>
+class QueryValues {
+ public:
+  float x[32];
+
+  __device__ QueryValues(const ItemContext& c, int g, bool early, ChannelOf channel_of)
+      : q_(group_queries(c) + g * kHeadDim), head_exists_(g < c.args->group), early_(early), channel_of_(channel_of) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) x[i] = early_ && head_exists_ ? q_[channel_of_(i)] : 0.f;
+  }
+  // After pipeline_start.
+  __device__ void load_late() {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      if (!early_ && head_exists_) x[i] = q_[channel_of_(i)];
+    }
+  }
+
+ private:
+  const float* q_;
+  bool head_exists_, early_;
+  ChannelOf channel_of_;
+};
+
 // Writes this warp's state for the group's heads into its slice of the merge area:
 // [max[G], sum[G], out[G][D]]; `channel_value(tile, row_half, e)` gives out for row g / g+8.
 template <typename ChannelOf, typename ValueOf>
@@ -272,23 +316,16 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
   const WarpTiles<kTileTokens> tiles(c.item, l.warp);
   const AttentionArgs& a = *c.args;
   const PageLayout& layout = a.layout;
-  // B operand of the score mma: query[head g][channels 16kt + 2t, +1 | +8, +9], bf16 high + low.
-  uint32_t q_high[8][2], q_low[8][2];
-  const float* q = group_queries(c) + l.g * kHeadDim;
-  const bool head_exists = l.g < a.group;
-#pragma unroll
-  for (int kt = 0; kt < 8; ++kt) {
-    const int ch = 16 * kt + 2 * l.t;
-    const float s = a.score_scale;
-    split_bf16x2(head_exists ? q[ch] * s : 0.f, head_exists ? q[ch + 1] * s : 0.f, q_high[kt][0], q_low[kt][0]);
-    split_bf16x2(head_exists ? q[ch + 8] * s : 0.f, head_exists ? q[ch + 9] * s : 0.f, q_high[kt][1],
-                 q_low[kt][1]);
-  }
   // Lane L copies 16-byte chunk L % 16 of rows L / 16 + 2i: one source address per tile, the
   // others at constant offsets (32-bit offsets inside a page, computed once per item).
   const uint32_t head_keys =
       uint32_t(layout.full_key_offset(c.kv_head, 0)) + (l.lane >> 4) * kFullRowBytes + (l.lane & 15) * 16;
   const uint32_t values_after_keys = uint32_t(layout.full_value_offset(0, 0));
+  // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query
+  // (pipeline_start says why in this order).
+  // Value 4kt + {0, 1, 2, 3}: channels 16kt + 2t + {0, 1, 8, 9}.
+  QueryValues query(c, l.g, /*early=*/false,
+                    [&](int i) { return 16 * (i / 4) + 2 * l.t + (i & 1) + (i & 2) * 4; });
   const int page_size = int(layout.page_size_tokens);
   TilePageIds page_ids(tiles.count, [&](int k) {
     return a.page_table[c.item.page_table + page_position(tiles.position(k), page_size).page].full;
@@ -308,6 +345,17 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
       cp_async_16(base + kTileTokens * kFullRowBytes + dst, values + 2 * i * kFullRowBytes);
     }
   };
+  pipeline_start<kFullStages, kFullTileBytes>(pool, tiles.count, load);
+  // B operand of the score mma: query[head g][channels 16kt + 2t, +1 | +8, +9], bf16 high + low.
+  query.load_late();
+  uint32_t q_high[8][2], q_low[8][2];
+#pragma unroll
+  for (int kt = 0; kt < 8; ++kt) {
+    const float* x = query.x + 4 * kt;
+    const float s = a.score_scale;
+    split_bf16x2(x[0] * s, x[1] * s, q_high[kt][0], q_low[kt][0]);
+    split_bf16x2(x[2] * s, x[3] * s, q_high[kt][1], q_low[kt][1]);
+  }
   auto compute = [&](int j, unsigned char* buffer) {
     const uint32_t keys = shared_address(buffer);
     const uint32_t values = keys + kTileTokens * kFullRowBytes;
@@ -339,7 +387,7 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
       mma_bf16(state.acc[mt], v, p_low);
     }
   };
-  pipeline<kFullStages, kFullTileBytes>(pool, tiles.count, load, compute);
+  pipeline_run<kFullStages, kFullTileBytes>(pool, tiles.count, load, compute);
   state.sum[0] = reduce_rows(state.sum[0]);
   state.sum[1] = reduce_rows(state.sum[1]);
   __syncthreads();  // every warp is done with its pool: the pools become the merge area
@@ -391,15 +439,41 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   const int key_shift = 2 * lane_in_word * Bits;
   auto key_word = [&](int kt) { return kt * (16 / kCodesPerWord) + l.t / kLanesPerWord; };
 
-  // The page ids of the warp's tiles, read ahead (TilePageIds) before the query is set up.
+  // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query
+  // (pipeline_start says why in this order).
+  // Value 4kt + {0, 1, 2, 3}: channels c0, c0 + kHalfWord, c0 + 1, c0 + 1 + kHalfWord of k-tile kt.
+  auto first_channel = [&](int kt) { return key_word(kt) * kCodesPerWord + 2 * lane_in_word; };
+  QueryValues query(c, l.g, tiles.count * kTileTokens <= kEarlyQueryPositions,
+                    [&](int i) { return first_channel(i / 4) + (i & 1) * kHalfWord + (i >> 1 & 1); });
   const int page_size = int(layout.page_size_tokens);
   TilePageIds page_ids(tiles.count, [&](int k) {
     const PageIds ids = a.page_table[c.item.page_table + page_position(tiles.position(k), page_size).page];
     return Band ? ids.band : ids.quantized;
   });
-
-  const float* qg = group_queries(c) + l.g * kHeadDim;
-  const bool head_exists = l.g < a.group;
+  auto load = [&](int j, unsigned char* buffer) {
+    const int slot = page_position(tiles.position(j), page_size).slot;
+    const std::byte* page = arena + int64_t(page_ids.get(j)) * layout.quantized_page_bytes;
+    const uint32_t base = shared_address(buffer);
+    constexpr int kChunksPerRow = Tile::kCodeBytes / 16;
+    const std::byte* key_codes = page + layout.key_codes(c.kv_head, slot);
+    const std::byte* value_codes = page + layout.value_codes(c.kv_head, slot);
+#pragma unroll
+    for (int chunk = l.lane; chunk < kTileTokens * kChunksPerRow; chunk += 32) {
+      const int r = chunk / kChunksPerRow, part = chunk % kChunksPerRow;
+      const uint32_t dst = r * Tile::kCodeStride + part * 16;
+      cp_async_16(base + Tile::kKeyCodes + dst, key_codes + r * Tile::kCodeBytes + part * 16);
+      cp_async_16(base + Tile::kValueCodes + dst, value_codes + r * Tile::kCodeBytes + part * 16);
+    }
+    const int param_chunks = kTileTokens * kGroups * param_bytes / 16;
+    if (l.lane < param_chunks) {
+      cp_async_16(base + Tile::kKeyParams + l.lane * 16,
+                  page + layout.key_params(c.kv_head, slot, 0) + l.lane * 16);
+      cp_async_16(base + Tile::kValueParams + l.lane * 16,
+                  page + layout.value_params(c.kv_head, slot, 0) + l.lane * 16);
+    }
+  };
+  pipeline_start<Tile::kStages, Tile::kBytes>(pool, tiles.count, load);
+  query.load_late();
   uint32_t q_high[8][2], q_low[8][2];  // B operands of the score mma: f16 high + low
   // The four lanes of row g hold every channel of head g between them: their sums per group,
   // gathered below, are the per-group query sums.
@@ -408,12 +482,9 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   for (int grp = 0; grp < kGroups; ++grp) q_sum_part[grp] = 0.f;
 #pragma unroll
   for (int kt = 0; kt < 8; ++kt) {
-    const int c0 = key_word(kt) * kCodesPerWord + 2 * lane_in_word;
+    const float* x = query.x + 4 * kt;
     const float s = a.score_scale;
-    const float low0 = head_exists ? qg[c0] * s : 0.f;
-    const float low1 = head_exists ? qg[c0 + kHalfWord] * s : 0.f;
-    const float high0 = head_exists ? qg[c0 + 1] * s : 0.f;
-    const float high1 = head_exists ? qg[c0 + 1 + kHalfWord] * s : 0.f;
+    const float low0 = x[0] * s, low1 = x[1] * s, high0 = x[2] * s, high1 = x[3] * s;
     q_sum_part[16 * kt / Group] += (low0 + low1) + (high0 + high1);
     split_f16x2(low0, low1, q_high[kt][0], q_low[kt][0]);
     split_f16x2(high0 / kHighFactor, high1 / kHighFactor, q_high[kt][1], q_low[kt][1]);
@@ -437,29 +508,6 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   const int value_bit = (2 * l.g * Bits) % 8;
   const uint32_t value_mask_low = (((1u << Bits) - 1) << value_bit) * 0x00010001u;
   const uint32_t value_mask_high = value_mask_low << Bits;
-
-  auto load = [&](int j, unsigned char* buffer) {
-    const int slot = page_position(tiles.position(j), page_size).slot;
-    const std::byte* page = arena + int64_t(page_ids.get(j)) * layout.quantized_page_bytes;
-    const uint32_t base = shared_address(buffer);
-    constexpr int kChunksPerRow = Tile::kCodeBytes / 16;
-    const std::byte* key_codes = page + layout.key_codes(c.kv_head, slot);
-    const std::byte* value_codes = page + layout.value_codes(c.kv_head, slot);
-#pragma unroll
-    for (int chunk = l.lane; chunk < kTileTokens * kChunksPerRow; chunk += 32) {
-      const int r = chunk / kChunksPerRow, part = chunk % kChunksPerRow;
-      const uint32_t dst = r * Tile::kCodeStride + part * 16;
-      cp_async_16(base + Tile::kKeyCodes + dst, key_codes + r * Tile::kCodeBytes + part * 16);
-      cp_async_16(base + Tile::kValueCodes + dst, value_codes + r * Tile::kCodeBytes + part * 16);
-    }
-    const int param_chunks = kTileTokens * kGroups * param_bytes / 16;
-    if (l.lane < param_chunks) {
-      cp_async_16(base + Tile::kKeyParams + l.lane * 16,
-                  page + layout.key_params(c.kv_head, slot, 0) + l.lane * 16);
-      cp_async_16(base + Tile::kValueParams + l.lane * 16,
-                  page + layout.value_params(c.kv_head, slot, 0) + l.lane * 16);
-    }
-  };
 
   auto compute = [&](int j, unsigned char* buffer) {
     // Scores: per group, sum over its channels of code * query (f16 codes, query high + low).
@@ -528,7 +576,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
       mma_f16(state.acc[mt], v, weights[16 * mt / Group]);
     }
   };
-  pipeline<Tile::kStages, Tile::kBytes>(pool, tiles.count, load, compute);
+  pipeline_run<Tile::kStages, Tile::kBytes>(pool, tiles.count, load, compute);
   finish_quantized_item(state, zero_acc);
   const float unscale_low = 1.0f / float(1 << value_bit);
   const float unscale_high = unscale_low / kHighFactor;
@@ -707,66 +755,18 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
     const PageIds ids = a.page_table[c.item.page_table + page_index];
     return Band ? ids.band : ids.quantized;
   };
-  // The first 32 tiles' page ids are read before the query is set up, so that the wait overlaps it.
+  // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query
+  // (pipeline_start says why in this order).
+  auto query_channel = [&](int kt, int half) {
+    const int chunk = kt / Codes::kTilesPerChunk, k = kt % Codes::kTilesPerChunk;
+    const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
+    return chunk * Codes::kChunkChannels + 2 * Codes::kHalfWordCodes * l.t + e;
+  };
+  QueryValues query(c, l.g, tiles.count * kSuperTokens <= kEarlyQueryPositions, [&](int i) {
+    return query_channel(i / 4, i / 2 % 2) + (i & 1) * Codes::kHalfWordCodes;
+  });
   TilePageIds page_ids(tiles.count, [&](int k) { return page_id(page_position(tiles.position(k), page_size).page); });
 
-  // Score mma B operand: lane (g, t), head g, k-tile kt of chunk q = kt / kTilesPerChunk, channels
-  // q * kChunkChannels + 2 * kHalfWordCodes * t + {e1, e1 + kHalfWordCodes | e2, e2 + kHalfWordCodes}
-  // (e1, e2 = pair_first(k), pair_second(k) of k = kt % kTilesPerChunk), each divided by its
-  // extraction factor; the sums that take the constant 64 and the zero points out, per group, for
-  // head g.
-  const float* qg = group_queries(c) + l.g * kHeadDim;
-  const bool head_exists = l.g < a.group;
-  uint32_t q_b[8][2];
-  float offset_part[kGroups], q_sum_part[kGroups];
-#pragma unroll
-  for (int grp = 0; grp < kGroups; ++grp) offset_part[grp] = q_sum_part[grp] = 0.f;
-#pragma unroll
-  for (int kt = 0; kt < 8; ++kt) {
-    const int chunk = kt / Codes::kTilesPerChunk, k = kt % Codes::kTilesPerChunk;
-    const int grp = Tile::group_of_tile(kt);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
-      const int ch = chunk * Codes::kChunkChannels + 2 * Codes::kHalfWordCodes * l.t + e;
-      const float x0 = head_exists ? qg[ch] * a.score_scale : 0.f;
-      const float x1 = head_exists ? qg[ch + Codes::kHalfWordCodes] * a.score_scale : 0.f;
-      q_b[kt][half] = pack_f16x2(x0 / Codes::extract_factor(e), x1 / Codes::extract_factor(e));
-      const float2 rounded = unpack_f16x2(q_b[kt][half]);
-      offset_part[grp] += 64.f * (rounded.x + rounded.y);
-      q_sum_part[grp] += x0 + x1;
-    }
-  }
-  // Lane (g, t) scores heads 2t and 2t + 1: gather their sums from the lanes holding them.
-  float offset[kGroups][2], q_sum[kGroups][2];
-#pragma unroll
-  for (int grp = 0; grp < kGroups; ++grp) {
-    offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 1);
-    offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 2);
-    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 1);
-    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * (2 * l.t + e));
-      q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * (2 * l.t + e));
-    }
-  }
-  float zero_acc[kGroups][2];     // sum of p * value zero point
-  float weight_sum[kGroups][4];   // sum of the f16 weights p * value scale ([0], [1] used)
-#pragma unroll
-  for (int grp = 0; grp < kGroups; ++grp) {
-    zero_acc[grp][0] = zero_acc[grp][1] = 0.f;
-    weight_sum[grp][0] = weight_sum[grp][1] = weight_sum[grp][2] = weight_sum[grp][3] = 0.f;
-  }
-
-  // ldmatrix rows of load L: lanes 0-7 tokens 0-7 and 8-15 tokens 8-15 of chunk 2L, lanes 16-31
-  // the same tokens of chunk 2L + 1 (matrices 0-3 of the x4 load); m-tile i is i * kMTileCodeBytes
-  // further.
-  uint32_t matrix_row[Codes::kLoads];
-#pragma unroll
-  for (int load = 0; load < Codes::kLoads; ++load) {
-    matrix_row[load] = Codes::row_chunk((l.lane & 7) + ((l.lane >> 3) & 1) * 8, 2 * load + (l.lane >> 4));
-  }
   // Copies: lane L takes 16-byte chunk L (and L + 32, ...) of an m-tile's key codes and of its
   // value codes, rows kRowsPerCopy apart; lanes below 2 * param chunks take one chunk of the key or
   // the value parameters. Offsets inside a page are 32-bit (a page of 4096 tokens of 64 KV heads is
@@ -840,6 +840,64 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
                   page + (param_source + uint32_t(slot) * kParamBytesPerToken + param_chunk_offset));
     }
   };
+
+  pipeline_start<Tile::kStages, Tile::kBytes>(pool, tiles.count, load);
+
+  // Score mma B operand: lane (g, t), head g, k-tile kt of chunk q = kt / kTilesPerChunk, channels
+  // q * kChunkChannels + 2 * kHalfWordCodes * t + {e1, e1 + kHalfWordCodes | e2, e2 + kHalfWordCodes}
+  // (e1, e2 = pair_first(k), pair_second(k) of k = kt % kTilesPerChunk), each divided by its
+  // extraction factor; the sums that take the constant 64 and the zero points out, per group, for
+  // head g.
+  query.load_late();
+  uint32_t q_b[8][2];
+  float offset_part[kGroups], q_sum_part[kGroups];
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) offset_part[grp] = q_sum_part[grp] = 0.f;
+#pragma unroll
+  for (int kt = 0; kt < 8; ++kt) {
+    const int k = kt % Codes::kTilesPerChunk;
+    const int grp = Tile::group_of_tile(kt);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
+      const float x0 = query.x[4 * kt + 2 * half] * a.score_scale;
+      const float x1 = query.x[4 * kt + 2 * half + 1] * a.score_scale;
+      q_b[kt][half] = pack_f16x2(x0 / Codes::extract_factor(e), x1 / Codes::extract_factor(e));
+      const float2 rounded = unpack_f16x2(q_b[kt][half]);
+      offset_part[grp] += 64.f * (rounded.x + rounded.y);
+      q_sum_part[grp] += x0 + x1;
+    }
+  }
+  // Lane (g, t) scores heads 2t and 2t + 1: gather their sums from the lanes holding them.
+  float offset[kGroups][2], q_sum[kGroups][2];
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) {
+    offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 1);
+    offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 2);
+    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 1);
+    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * (2 * l.t + e));
+      q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * (2 * l.t + e));
+    }
+  }
+  float zero_acc[kGroups][2];     // sum of p * value zero point
+  float weight_sum[kGroups][4];   // sum of the f16 weights p * value scale ([0], [1] used)
+#pragma unroll
+  for (int grp = 0; grp < kGroups; ++grp) {
+    zero_acc[grp][0] = zero_acc[grp][1] = 0.f;
+    weight_sum[grp][0] = weight_sum[grp][1] = weight_sum[grp][2] = weight_sum[grp][3] = 0.f;
+  }
+
+  // ldmatrix rows of load L: lanes 0-7 tokens 0-7 and 8-15 tokens 8-15 of chunk 2L, lanes 16-31
+  // the same tokens of chunk 2L + 1 (matrices 0-3 of the x4 load); m-tile i is i * kMTileCodeBytes
+  // further.
+  uint32_t matrix_row[Codes::kLoads];
+#pragma unroll
+  for (int load = 0; load < Codes::kLoads; ++load) {
+    matrix_row[load] = Codes::row_chunk((l.lane & 7) + ((l.lane >> 3) & 1) * 8, 2 * load + (l.lane >> 4));
+  }
 
   // Super-tiles inside [begin, end) take a branch-free body, so that the m-tiles' mma chains can be
   // interleaved; the first and last ones skip or mask what lies outside.
@@ -943,7 +1001,7 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
       compute_super_tile(start, buffer, std::false_type{});
     }
   };
-  pipeline<Tile::kStages, Tile::kBytes>(pool, tiles.count, load, compute);
+  pipeline_run<Tile::kStages, Tile::kBytes>(pool, tiles.count, load, compute);
   finish_quantized_item(state, zero_acc);
   // Output m-tile i: chunk q = i / kTilesPerChunk, extraction pair k = i % kTilesPerChunk.
   auto extraction = [](int i, int half) {
