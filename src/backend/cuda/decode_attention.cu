@@ -321,8 +321,8 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
   const uint32_t head_keys =
       uint32_t(layout.full_key_offset(c.kv_head, 0)) + (l.lane >> 4) * kFullRowBytes + (l.lane & 15) * 16;
   const uint32_t values_after_keys = uint32_t(layout.full_value_offset(0, 0));
-  // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query
-  // (pipeline_start says why in this order).
+  // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query's
+  // conversion; its loads before or after the copies (QueryValues says why).
   // Value 4kt + {0, 1, 2, 3}: channels 16kt + 2t + {0, 1, 8, 9}.
   QueryValues query(c, l.g, /*early=*/false,
                     [&](int i) { return 16 * (i / 4) + 2 * l.t + (i & 1) + (i & 2) * 4; });
@@ -346,8 +346,8 @@ __device__ void process_full_item(const ItemContext& c, WarpState& state, unsign
     }
   };
   pipeline_start<kFullStages, kFullTileBytes>(pool, tiles.count, load);
-  // B operand of the score mma: query[head g][channels 16kt + 2t, +1 | +8, +9], bf16 high + low.
   query.load_late();
+  // B operand of the score mma: query[head g][channels 16kt + 2t, +1 | +8, +9], bf16 high + low.
   uint32_t q_high[8][2], q_low[8][2];
 #pragma unroll
   for (int kt = 0; kt < 8; ++kt) {
@@ -439,8 +439,8 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   const int key_shift = 2 * lane_in_word * Bits;
   auto key_word = [&](int kt) { return kt * (16 / kCodesPerWord) + l.t / kLanesPerWord; };
 
-  // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query
-  // (pipeline_start says why in this order).
+  // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query's
+  // conversion; its loads before or after the copies (QueryValues says why).
   // Value 4kt + {0, 1, 2, 3}: channels c0, c0 + kHalfWord, c0 + 1, c0 + 1 + kHalfWord of k-tile kt.
   auto first_channel = [&](int kt) { return key_word(kt) * kCodesPerWord + 2 * lane_in_word; };
   QueryValues query(c, l.g, tiles.count * kTileTokens <= kEarlyQueryPositions,
@@ -755,8 +755,8 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
     const PageIds ids = a.page_table[c.item.page_table + page_index];
     return Band ? ids.band : ids.quantized;
   };
-  // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query
-  // (pipeline_start says why in this order).
+  // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query's
+  // conversion; its loads before or after the copies (QueryValues says why).
   auto query_channel = [&](int kt, int half) {
     const int chunk = kt / Codes::kTilesPerChunk, k = kt % Codes::kTilesPerChunk;
     const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
@@ -842,13 +842,13 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   };
 
   pipeline_start<Tile::kStages, Tile::kBytes>(pool, tiles.count, load);
+  query.load_late();
 
   // Score mma B operand: lane (g, t), head g, k-tile kt of chunk q = kt / kTilesPerChunk, channels
   // q * kChunkChannels + 2 * kHalfWordCodes * t + {e1, e1 + kHalfWordCodes | e2, e2 + kHalfWordCodes}
   // (e1, e2 = pair_first(k), pair_second(k) of k = kt % kTilesPerChunk), each divided by its
   // extraction factor; the sums that take the constant 64 and the zero points out, per group, for
   // head g.
-  query.load_late();
   uint32_t q_b[8][2];
   float offset_part[kGroups], q_sum_part[kGroups];
 #pragma unroll
