@@ -254,14 +254,19 @@ __device__ __forceinline__ const float* group_queries(const ItemContext& c) {
 // before the unit's first copies (pipeline_start), load_late after the copies otherwise; either
 // way they are converted after the copies. Which order is faster depends on the warp's share of
 // the unit (H100, A/B over the decode-attention grid, docs/bench/README.md section (a)). Quantized
-// pages: the query first where a warp's share is at most kEarlyQueryPositions (INT2 splits up to
-// 1536 positions), the copies first beyond, was faster than the query first everywhere at 34 of
+// pages: the query first where a warp's share is at most kEarlyQueryPositions (loads_query_first;
+// INT2 splits up to 1536 positions), the copies first beyond, was faster than the query first everywhere at 34 of
 // 36 INT2 shapes (16K x 4 6%, 64K x 8 3.1%, 32K x 8 2.3%); the copies first everywhere lost up
 // to 7.6% where shares are short (8K x 4). Most likely the query's 32 loads a lane, issued before
 // the copies, delay the wait for the page ids that the copies need; where a share is short, the
 // query's own wait behind the copies costs more. bf16 pages: the copies first, faster at small
 // batches (8K x 1 3.4%) and level elsewhere.
 constexpr int kEarlyQueryPositions = 512;
+template <int Tokens>
+__device__ __forceinline__ bool loads_query_first(const WarpTiles<Tokens>& tiles) {
+  return tiles.count * Tokens <= kEarlyQueryPositions;
+}
+
 template <typename ChannelOf>
 class QueryValues {
  public:
@@ -443,7 +448,7 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   // conversion; its loads before or after the copies (QueryValues says why).
   // Value 4kt + {0, 1, 2, 3}: channels c0, c0 + kHalfWord, c0 + 1, c0 + 1 + kHalfWord of k-tile kt.
   auto first_channel = [&](int kt) { return key_word(kt) * kCodesPerWord + 2 * lane_in_word; };
-  QueryValues query(c, l.g, tiles.count * kTileTokens <= kEarlyQueryPositions,
+  QueryValues query(c, l.g, loads_query_first(tiles),
                     [&](int i) { return first_channel(i / 4) + (i & 1) * kHalfWord + (i >> 1 & 1); });
   const int page_size = int(layout.page_size_tokens);
   TilePageIds page_ids(tiles.count, [&](int k) {
@@ -762,7 +767,7 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
     const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
     return chunk * Codes::kChunkChannels + 2 * Codes::kHalfWordCodes * l.t + e;
   };
-  QueryValues query(c, l.g, tiles.count * kSuperTokens <= kEarlyQueryPositions, [&](int i) {
+  QueryValues query(c, l.g, loads_query_first(tiles), [&](int i) {
     return query_channel(i / 4, i / 2 % 2) + (i & 1) * Codes::kHalfWordCodes;
   });
   TilePageIds page_ids(tiles.count, [&](int k) { return page_id(page_position(tiles.position(k), page_size).page); });
