@@ -183,7 +183,8 @@ TEST(CudaStepPlan, RecentWindowIsOnePieceWhereverItLies) {
 // About one wave of splits for a quantized cache whose rows get four splits or more, two waves
 // otherwise, in multiples of 256 from 256 to 4096 (8192 or 6144 where that leaves four waves of
 // them); for a bf16 cache, the shortest multiple of 64
-// whose pieces fit one wave (then two) and cut the longest row into two splits or more.
+// whose pieces fit one wave (then two, three or four) and cut the longest row into two splits or
+// more, else 4096.
 TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
   const StepPlanShape shape{.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 396};
   auto rows = [](int64_t count, int64_t positions) { return std::vector<int64_t>(size_t(count), positions); };
@@ -203,7 +204,13 @@ TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
   EXPECT_EQ(decode_split_tokens(rows(32, 8193), true, shape), 2816);
   EXPECT_EQ(decode_split_tokens(rows(1, 100), true, shape), 256);
   EXPECT_EQ(decode_split_tokens(rows(1, 100), false, shape), 256);
-  EXPECT_EQ(decode_split_tokens(rows(64, 131073), false, shape), 4096);
+  // Three or four waves where two fit no split: 4K x 64 in 3 x 512 pieces of 1408 (1536 of 1584;
+  // 2 x 512 of 2112 would fit three waves but leave the row no two whole splits), 8K x 64 in
+  // 3 x 512 of 2752, 32K x 16 in 9 x 128 of 3648 (three waves: 1152 of 1188).
+  EXPECT_EQ(decode_split_tokens(rows(64, 4097), false, shape), 1408);
+  EXPECT_EQ(decode_split_tokens(rows(64, 8193), false, shape), 2752);
+  EXPECT_EQ(decode_split_tokens(rows(16, 32769), false, shape), 3648);
+  EXPECT_EQ(decode_split_tokens(rows(64, 131073), false, shape), 4096);  // four waves: 42K a piece
   // Many waves of 4096 (quantized): the longest of 8192 and 6144 that keeps four waves (1584 pieces).
   EXPECT_EQ(decode_split_tokens(rows(64, 32769), true, shape), 8192);    // 5 x 512 = 2560 pieces
   EXPECT_EQ(decode_split_tokens(rows(16, 100001), true, shape), 8192);   // 13 x 128 = 1664

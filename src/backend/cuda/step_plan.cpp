@@ -111,9 +111,9 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
     return kLongestDecodeSplit;
   }
   // Full precision: the shortest split in multiples of kFullDecodeSplitAlignment whose pieces,
-  // counted row by row, fill at most one wave (else two), so that the wave's longest piece is as
-  // short as the rows allow.
-  for (const int64_t waves : {1, 2}) {
+  // counted row by row, fill at most one wave (else two, three or four), so that the last wave's
+  // longest piece is as short as the rows allow.
+  for (int64_t waves = 1; waves <= kFullDecodeWaves; ++waves) {
     const int64_t budget = waves * slots;
     const int64_t even = ceil_div(work, budget);
     int64_t split = std::max(kDecodeSplitAlignment, round_up(even, kFullDecodeSplitAlignment));

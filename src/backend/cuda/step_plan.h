@@ -19,6 +19,8 @@ inline constexpr int64_t kDecodeSplitAlignment = 256;
 // ... and of a full-precision cache's: its four warps take 16-token tiles in turn, so a split of
 // 64k positions gives each warp k tiles.
 inline constexpr int64_t kFullDecodeSplitAlignment = 64;
+// The most waves a bf16 cache's split is fitted to before it is clamped at kLongestDecodeSplit.
+inline constexpr int64_t kFullDecodeWaves = 4;
 inline constexpr int64_t kLongestDecodeSplit = 4096;
 // A quantized cache's splits beyond that, longest first, for launches of at least kManyWaves waves
 // of them (decode_split_tokens).
@@ -69,8 +71,8 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
 // 318 -> 311; with fewer waves the longer splits' tail costs more than they save (32K x 8 75 -> 105
 // us at 8192 on the H100, 64K x 8 129 -> 152 at 6144, 100K x 8 186 -> 199 at 8192). A bf16
 // cache: the shortest multiple of kFullDecodeSplitAlignment whose pieces, counted row by row, fit
-// one wave and cut the longest row into two splits or more, else the same in two waves, else about
-// two waves of 4096 at most. Measured on the H100 (oscar bench decode-attention --split-tokens,
+// one wave and cut the longest row into two splits or more, else the same in two, three or four
+// waves (kFullDecodeWaves), else about two waves of 4096 at most. Measured on the H100 (oscar bench decode-attention --split-tokens,
 // docs/bench): INT2 32K x 1 took 25.1 us at 768 vs 30.0 at 512, 32K x 8 82.1 us at 4096 vs 91.7
 // at 2816; but 8K x 32 117 us at 4096 vs 98 at 2816, and bf16 splits one wave long were 12% slower
 // at 32K x 8 (447 us vs 400, the wave clamped to 4096). bf16 below the clamp, at `2e505d2`: 32K x 1
@@ -80,7 +82,13 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
 // ones leave blocks idle at the end. Multiples of 256 rounded a bf16 wave's longest piece up by as
 // much as three tiles per warp (32K x 1: 768, twelve tiles, where 704 gives eleven in one wave);
 // multiples of 64 were 0.5-1% faster where they differ (4K x 32 195.3 -> 193.2 us, 128K x 1
-// 189.6 -> 187.6), not the 8% the tiles suggest: the wave shares the memory bandwidth.
+// 189.6 -> 187.6), not the 8% the tiles suggest: the wave shares the memory bandwidth. Three and
+// four waves, where one or two fit no split (before, such shapes took two waves' worth, clamped at
+// 4096, e.g. 4096 + 4096 + 1 positions a row at 8K x 64): one H100, three runs each, µs, the split
+// fitted to three or four waves against the old one: 4K x 64 368.0 (1408) vs 375.7 (2816), 8K x 64
+// 716.1 (2752) vs 738.6 (4096), 16K x 32 715.3 (2752) vs 737.6, 32K x 16 707.7 (3648) vs 730.0,
+// 64K x 8 704.0 (3648) vs 726.2, 128K x 4 699.1 (3584) vs 727.2; the other splits tried between them
+// no faster (docs/bench section (a)). Beyond four waves the clamp stays: not measured.
 int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized_cache, const StepPlanShape& shape);
 
 }  // namespace oscar::cuda
