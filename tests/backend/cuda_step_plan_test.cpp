@@ -200,8 +200,14 @@ TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
   EXPECT_EQ(decode_split_tokens(rows(32, 4097), false, shape), 1408);
   EXPECT_EQ(decode_split_tokens(rows(8, 32769), true, shape), 4096);
   EXPECT_EQ(decode_split_tokens(rows(8, 32769), false, shape), 2752);  // one wave would be 4096
-  // 8K x 32: one wave would be 4096, two splits per row: two waves instead.
+  // Short rows filling half a wave or more, a unit a row and KV head: one split a row of 4K (4K x
+  // 32: 256 units for 396 blocks), else two waves (4K x 16: 128 units; 8K x 16; 8K x 32: one wave
+  // would be 4096, two splits per row).
+  EXPECT_EQ(decode_split_tokens(rows(32, 4097), true, shape), 4352);
+  EXPECT_EQ(decode_split_tokens(rows(64, 4097), true, shape), 4352);
   EXPECT_EQ(decode_split_tokens(rows(32, 8193), true, shape), 2816);
+  EXPECT_EQ(decode_split_tokens(rows(16, 4097), true, shape), 768);
+  EXPECT_EQ(decode_split_tokens(rows(16, 8193), true, shape), 1536);
   EXPECT_EQ(decode_split_tokens(rows(1, 100), true, shape), 256);
   EXPECT_EQ(decode_split_tokens(rows(1, 100), false, shape), 256);
   // Three or four waves where two fit no split: 4K x 64 in 3 x 512 pieces of 1408 (1536 of 1584;

@@ -101,7 +101,20 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
   };
   if (quantized_cache) {
     const int64_t one_wave = split_for_waves(1);
-    if (4 * one_wave > longest_row) return split_for_waves(2);
+    if (4 * one_wave > longest_row) {
+      // Short rows. Where a unit per row and KV head fills half a wave or more and the rows are 4K
+      // or shorter (kWholeDecodeRow), one split a row: each piece's setup and merge cost more than
+      // the waves' balance gains. H100, INT2 without / with the band, two runs each, µs: 4K x 32
+      // 65.8 -> 58.5 / 76.3 -> 62.2 (split 1536 -> 4352), 4K x 64 103.5 -> 102.7 / 130.8 -> 108.9
+      // (2816 -> 4352). Rows of 8K in one split (8448) were slower without the band (8K x 32 84.9
+      // -> 93.0, 8K x 64 148.7 -> 176.8) and faster with it (102.6 -> 96.4, 172.6 -> 171.2): they
+      // keep two waves' splits.
+      const int64_t row_units = int64_t(decode_rows.size()) * shape.num_kv_heads;
+      if (2 * row_units >= slots && longest_row <= kWholeDecodeRow) {
+        return round_up(longest_row, kDecodeSplitAlignment);
+      }
+      return split_for_waves(2);
+    }
     if (one_wave < kLongestDecodeSplit) return one_wave;
     // Many waves of the longest split: longer pieces still leaving kManyWaves waves, fewer pieces'
     // fill and merge to pay.
