@@ -26,8 +26,10 @@ struct SequenceStep {
   bool all_logits = false;          // logits for every new token (perplexity), else only the last
 };
 
+// The logits a step returns: a view of the backend's storage, valid until its next forward (the
+// CUDA backend's is pinned host memory, which a step's copy fills at the link's speed).
 struct StepLogits {
-  std::vector<float> values;  // rows x vocab_size, in step order
+  std::span<const float> values;  // rows x vocab_size, in step order
   int64_t rows = 0;
   int64_t vocab_size = 0;
   const float* row(int64_t i) const { return values.data() + i * vocab_size; }

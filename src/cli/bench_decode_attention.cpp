@@ -87,7 +87,8 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
   for (std::vector<SequencePages>& sequences : sets) {
     std::vector<SequenceStep> steps;
     for (int64_t s = 0; s < batch; ++s) steps.push_back({std::span(&tokens[size_t(s)], 1), &sequences[size_t(s)], false});
-    const StepPlan plan = make_step_plan(steps, kv, shape);
+    StepPlan plan;
+    make_step_plan(steps, kv, shape, plan);
     partial_records = std::max(partial_records, plan.partial_records);
     max_splits = std::max(max_splits, plan.max_splits());
     split = plan.decode_split_tokens;

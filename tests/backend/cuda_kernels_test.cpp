@@ -485,7 +485,8 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   if (!prefill) {
     ASSERT_TRUE(decode_attention_supports(layout, a.query_group));
   }
-  const StepPlan plan = make_step_plan(steps, kv, shape);
+  StepPlan plan;
+  make_step_plan(steps, kv, shape, plan);
   ASSERT_EQ(plan.decode_items.empty(), prefill);
   if (decode_grid > 0) {
     ASSERT_GT(int64_t(plan.decode_items.size()) * num_kv_heads, 3 * decode_grid);

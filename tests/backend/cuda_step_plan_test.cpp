@@ -2,13 +2,14 @@
 // row reads is in exactly one item of the right format (the band's too), items come longest
 // first, the last wave of a long quantized range is cut finer, the recent window stays one piece,
 // and each item has its own partial record; when the migrations may run before the first layer,
-// and which migrated tokens get band copies.
+// and which migrated tokens get band copies; a plan filled over an earlier step's is a fresh one.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #ifdef OSCAR_HAVE_CUDA
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "backend/cuda/step_plan.h"
@@ -42,8 +43,8 @@ struct PlannedRows {
       sequences[s].attach_prefix(pages, contexts[s]);
       steps.push_back({std::span(&tokens[s], 1), &sequences[s], false});
     }
-    plan = make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true,
-                                      .resident_blocks = resident_blocks});
+    make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = resident_blocks},
+                   plan);
   }
 };
 
@@ -246,7 +247,9 @@ TEST(CudaStepPlan, MigrationsReadEarlierStepsOnlyInDecodeStepsWithARecentWindow)
     sequence.attach_prefix(pages, cached);
     const std::vector<int32_t> tokens(size_t(new_tokens), 1);
     const std::vector<SequenceStep> steps = {{std::span(tokens), &sequence, false}};
-    return make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132});
+    StepPlan plan;
+    make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132}, plan);
+    return plan;
   };
   const StepPlan decode = plan_for(1000, 1, 256);
   ASSERT_EQ(decode.migrate.size(), 1u);
@@ -283,7 +286,9 @@ TEST(CudaStepPlan, BandCopiesAreMadeOfTheMigratedTokensTheStepReadsFromTheBand) 
     sequence.attach_prefix(pages, cached);
     const std::vector<int32_t> tokens(size_t(new_tokens), 1);
     const std::vector<SequenceStep> steps = {{std::span(tokens), &sequence, false}};
-    return make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132});
+    StepPlan plan;
+    make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132}, plan);
+    return plan;
   };
   auto positions = [](const std::vector<MigrateTask>& tasks) {
     std::vector<int64_t> out;
@@ -308,6 +313,67 @@ TEST(CudaStepPlan, BandCopiesAreMadeOfTheMigratedTokensTheStepReadsFromTheBand) 
   // No band: no copies.
   kv.band_tokens = 0;
   EXPECT_TRUE(plan_for(5000, 1, 5000).band_migrate.empty());
+}
+
+// The backend fills one plan for all its steps (make_step_plan keeps the storage): a decode step
+// planned over a prefill chunk's plan (block items, migrations, band copies, KIVI key groups,
+// every row's logits) is the decode step's fresh plan, record for record.
+TEST(CudaStepPlan, APlanFilledOverAnEarlierStepsIsAFreshOne) {
+  auto sequence_of = [](int64_t cached, int64_t new_tokens, int32_t first_page) {
+    std::vector<LogicalPage> pages;
+    for (int32_t p = 0; p <= int32_t((cached + new_tokens) / 64); ++p) {
+      pages.push_back({first_page + 3 * p, first_page + 3 * p + 1, first_page + 3 * p + 2});
+    }
+    SequencePages sequence;
+    sequence.attach_prefix(pages, cached);
+    return sequence;
+  };
+  const StepPlanShape shape{.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132};
+  KvCacheConfig kivi;
+  kivi.dtype = KvDtype::int2;
+  kivi.method = KvMethod::kivi;
+  kivi.group_size = 64;
+  kivi.page_size_tokens = 64;
+  SequencePages prompt = sequence_of(3000, 600, 0);
+  const std::vector<int32_t> prompt_tokens(600, 1);
+  const std::vector<SequenceStep> chunk = {{std::span(prompt_tokens), &prompt, true}};
+  StepPlan reused;
+  make_step_plan(chunk, kivi, shape, reused);
+  ASSERT_FALSE(reused.block_items.empty());
+  ASSERT_FALSE(reused.key_groups.empty());
+  ASSERT_FALSE(reused.migrations_read_earlier_steps);
+
+  KvCacheConfig oscar;
+  oscar.dtype = KvDtype::int2;
+  oscar.method = KvMethod::oscar;
+  oscar.band_tokens = 768;
+  oscar.page_size_tokens = 64;
+  std::vector<SequencePages> sequences = {sequence_of(40000, 1, 0), sequence_of(9000, 1, 3000)};
+  const std::vector<int32_t> tokens = {5, 6};
+  const std::vector<SequenceStep> decode = {{std::span(&tokens[0], 1), &sequences[0], false},
+                                            {std::span(&tokens[1], 1), &sequences[1], false}};
+  make_step_plan(decode, oscar, shape, reused);
+  StepPlan fresh;
+  make_step_plan(decode, oscar, shape, fresh);
+  ASSERT_FALSE(fresh.decode_items.empty());
+  ASSERT_FALSE(fresh.band_migrate.empty());
+  auto same = [](const auto& a, const auto& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+  };
+  EXPECT_TRUE(same(reused.tokens, fresh.tokens));
+  EXPECT_TRUE(same(reused.rows, fresh.rows));
+  EXPECT_TRUE(same(reused.page_table, fresh.page_table));
+  EXPECT_TRUE(same(reused.decode_items, fresh.decode_items));
+  EXPECT_TRUE(same(reused.block_items, fresh.block_items));
+  EXPECT_TRUE(same(reused.combine, fresh.combine));
+  EXPECT_TRUE(same(reused.migrate, fresh.migrate));
+  EXPECT_TRUE(same(reused.band_migrate, fresh.band_migrate));
+  EXPECT_TRUE(same(reused.key_groups, fresh.key_groups));
+  EXPECT_TRUE(same(reused.logit_rows, fresh.logit_rows));
+  EXPECT_EQ(reused.partial_records, fresh.partial_records);
+  EXPECT_EQ(reused.decode_split_tokens, fresh.decode_split_tokens);
+  EXPECT_EQ(reused.decode_only, fresh.decode_only);
+  EXPECT_EQ(reused.migrations_read_earlier_steps, fresh.migrations_read_earlier_steps);
 }
 
 }  // namespace

@@ -209,7 +209,7 @@ void CpuBackend::mlp_block(const Layer& layer, int64_t tokens, float* hidden) {
 }
 
 void CpuBackend::compute_logits(const StepRows& rows, std::span<const SequenceStep> steps,
-                                const float* hidden, StepLogits& logits) const {
+                                const float* hidden, StepLogits& logits) {
   const int64_t hidden_size = config_.hidden_size;
   std::vector<int64_t> selected;
   for (size_t s = 0; s < steps.size(); ++s) {
@@ -223,10 +223,11 @@ void CpuBackend::compute_logits(const StepRows& rows, std::span<const SequenceSt
              config_.rms_norm_eps, &normed[i * size_t(hidden_size)]);
   }
   const CpuMatrix& head = untied_lm_head_ ? *untied_lm_head_ : embed_tokens_;
+  logits_.resize(selected.size() * size_t(config_.vocab_size));
+  linear(normed.data(), int64_t(selected.size()), head, logits_.data());
+  logits.values = logits_;
   logits.rows = int64_t(selected.size());
   logits.vocab_size = config_.vocab_size;
-  logits.values.resize(selected.size() * size_t(config_.vocab_size));
-  linear(normed.data(), logits.rows, head, logits.values.data());
 }
 
 }  // namespace oscar

@@ -41,7 +41,7 @@ class CpuBackend final : public Backend {
   void mlp_block(const Layer& layer, int64_t tokens, float* hidden);
   void apply_qk_norm_and_rope(const Layer& layer, const StepRows& rows, float* q, float* k) const;
   void compute_logits(const StepRows& rows, std::span<const SequenceStep> steps,
-                      const float* hidden, StepLogits& logits) const;
+                      const float* hidden, StepLogits& logits);
 
   ModelConfig config_;
   KvCacheConfig kv_;
@@ -53,6 +53,7 @@ class CpuBackend final : public Backend {
   std::vector<float> final_norm_;
   std::vector<float> rope_inverse_frequencies_;
   CpuKvStore store_;
+  std::vector<float> logits_;  // the last step's, which StepLogits views
 };
 
 }  // namespace oscar

@@ -75,6 +75,23 @@ StepCounts StepPlan::counts() const {
           int32_t(key_groups.size()), int32_t(band_migrate.size())};
 }
 
+void StepPlan::clear() {
+  tokens.clear();
+  rows.clear();
+  page_table.clear();
+  decode_items.clear();
+  block_items.clear();
+  combine.clear();
+  migrate.clear();
+  band_migrate.clear();
+  key_groups.clear();
+  logit_rows.clear();
+  partial_records = 0;
+  decode_split_tokens = 0;
+  decode_only = false;
+  migrations_read_earlier_steps = true;
+}
+
 int64_t StepPlan::max_splits() const {
   int64_t most = 0;
   for (const CombineTask& task : combine) most = std::max<int64_t>(most, task.count);
@@ -136,9 +153,9 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
   return split_for_waves(2);
 }
 
-StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
-                        const StepPlanShape& shape) {
-  StepPlan plan;
+void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv, const StepPlanShape& shape,
+                    StepPlan& plan) {
+  plan.clear();
   const int64_t heads = shape.num_kv_heads;
   const int64_t block_tokens = std::max<int64_t>(1, kBlockQueryRows / shape.group);
   plan.decode_only = !steps.empty();
@@ -248,7 +265,6 @@ StepPlan make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig
   };
   std::stable_sort(plan.decode_items.begin(), plan.decode_items.end(),
                    [&](const DecodeItem& x, const DecodeItem& y) { return cost(x) > cost(y); });
-  return plan;
 }
 
 }  // namespace oscar::cuda
