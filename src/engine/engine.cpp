@@ -102,24 +102,24 @@ void Engine::finish(Sequence& sequence, FinishReason reason, RequestOutput& outp
   ++counters_.finished_requests;
 }
 
-void Engine::append_token(Sequence& sequence, SampledToken sampled, RequestOutput& output) {
+void Engine::append_token(Sequence& sequence, int32_t token, float logprob, RequestOutput& output) {
   const auto now = std::chrono::steady_clock::now();
   if (!sequence.has_first_token) {
     sequence.has_first_token = true;
     sequence.first_token_time = now;
   }
   sequence.last_token_time = now;
-  sequence.tokens.push_back(sampled.token);
-  output.tokens.push_back(sampled.token);
-  output.logprobs.push_back(sampled.logprob);
+  sequence.tokens.push_back(token);
+  output.tokens.push_back(token);
+  if (sequence.request.logprobs) output.logprobs.push_back(logprob);
   output.generated_tokens = sequence.generated();
   ++counters_.generated_tokens;
   const auto& stop_ids = sequence.request.stop.stop_token_ids;
-  if (std::find(stop_ids.begin(), stop_ids.end(), sampled.token) != stop_ids.end()) {
+  if (std::find(stop_ids.begin(), stop_ids.end(), token) != stop_ids.end()) {
     finish(sequence, FinishReason::stop, output);
     return;
   }
-  if (sequence.decoder) output.text += sequence.stop_matcher.push(sequence.decoder->push(sampled.token));
+  if (sequence.decoder) output.text += sequence.stop_matcher.push(sequence.decoder->push(token));
   if (sequence.stop_matcher.stopped()) {
     finish(sequence, FinishReason::stop, output);
   } else if (sequence.generated() >= sequence.request.stop.max_tokens ||
@@ -130,38 +130,65 @@ void Engine::append_token(Sequence& sequence, SampledToken sampled, RequestOutpu
 
 void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepLogits& logits,
                             std::vector<RequestOutput>& outputs) {
+  // Each chunk's logits rows, and what they give: the prompt's log-probabilities where asked for,
+  // and the next token where the prompt is done. Sequences sample apart from each other (each its
+  // own generator), so the rows are spread over the host's threads: a row of 151,936 logits is a few
+  // hundred microseconds of a core, tens of milliseconds for a batch in one thread.
+  struct Sampled {
+    int64_t start = 0;       // the chunk's first position
+    bool all_rows = false;   // a row of logits for every token of the chunk (prompt log-probabilities)
+    int64_t first_row = 0;
+    int64_t rows = 0;
+    int32_t token = -1;      // -1: nothing sampled
+    float logprob = 0;
+  };
+  std::vector<Sampled> sampled(plan.size());
   int64_t row = 0;
-  for (const ScheduledChunk& chunk : plan) {
-    Sequence& sequence = *chunk.sequence;
-    const int64_t start = sequence.pages.num_tokens() - chunk.count;  // after commit
-    const bool all_rows = sequence.request.prompt_logprobs && start < sequence.prompt_size();
-    const int64_t rows = all_rows ? chunk.count : 1;
-    RequestOutput output = output_for(sequence);
-    if (all_rows) {
-      for (int64_t i = 0; i < rows; ++i) {
-        const int64_t next = start + i + 1;
+  for (size_t c = 0; c < plan.size(); ++c) {
+    const Sequence& sequence = *plan[c].sequence;
+    Sampled& s = sampled[c];
+    s.start = sequence.pages.num_tokens() - plan[c].count;  // after commit
+    s.all_rows = sequence.request.prompt_logprobs && s.start < sequence.prompt_size();
+    s.first_row = row;
+    s.rows = s.all_rows ? plan[c].count : 1;
+    row += s.rows;
+  }
+  auto logits_row = [&](int64_t r) { return std::span<const float>(logits.row(r), size_t(logits.vocab_size)); };
+#pragma omp parallel for schedule(dynamic) if (plan.size() > 1)
+  for (size_t c = 0; c < plan.size(); ++c) {
+    Sequence& sequence = *plan[c].sequence;
+    Sampled& s = sampled[c];
+    if (s.all_rows) {
+      for (int64_t i = 0; i < s.rows; ++i) {
+        const int64_t next = s.start + i + 1;
         if (next < sequence.prompt_size()) {
-          const std::span<const float> values(logits.row(row + i), size_t(logits.vocab_size));
-          sequence.prompt_logprobs.push_back(token_logprob(values, sequence.tokens[size_t(next)]));
+          sequence.prompt_logprobs.push_back(token_logprob(logits_row(s.first_row + i), sequence.tokens[size_t(next)]));
         }
       }
-      if (sequence.pages.num_tokens() >= sequence.prompt_size()) {
-        output.prompt_logprobs = sequence.prompt_logprobs;
-      }
+    }
+    if (sequence.uncomputed() == 0 && sequence.request.stop.max_tokens > 0) {
+      const std::span<const float> last = logits_row(s.first_row + s.rows - 1);
+      s.token = sequence.sampler.sample(last, sequence.tokens);
+      if (sequence.request.logprobs) s.logprob = token_logprob(last, s.token);
+    }
+  }
+  for (size_t c = 0; c < plan.size(); ++c) {
+    Sequence& sequence = *plan[c].sequence;
+    RequestOutput output = output_for(sequence);
+    if (sampled[c].all_rows && sequence.pages.num_tokens() >= sequence.prompt_size()) {
+      output.prompt_logprobs = sequence.prompt_logprobs;
     }
     const bool emitted_prompt_logprobs = !output.prompt_logprobs.empty();
     if (sequence.uncomputed() == 0) {
       if (sequence.request.stop.max_tokens == 0) {
         finish(sequence, FinishReason::length, output);
       } else {
-        const std::span<const float> last(logits.row(row + rows - 1), size_t(logits.vocab_size));
-        append_token(sequence, sequence.sampler.sample(last, sequence.tokens), output);
+        append_token(sequence, sampled[c].token, sampled[c].logprob, output);
       }
     }
     if (!output.tokens.empty() || output.finished || emitted_prompt_logprobs) {
       outputs.push_back(std::move(output));
     }
-    row += rows;
   }
 }
 

@@ -62,7 +62,8 @@ class Engine {
  private:
   void process_logits(const std::vector<ScheduledChunk>& plan, const StepLogits& logits,
                       std::vector<RequestOutput>& outputs);
-  void append_token(Sequence& sequence, SampledToken sampled, RequestOutput& output);
+  // `logprob`: the token's log-probability, reported where the request asked for it.
+  void append_token(Sequence& sequence, int32_t token, float logprob, RequestOutput& output);
   void finish(Sequence& sequence, FinishReason reason, RequestOutput& output);
   RequestOutput output_for(const Sequence& sequence) const;
 

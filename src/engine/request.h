@@ -21,6 +21,7 @@ struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   StopCriteria stop;
+  bool logprobs = false;         // report each new token's log-probability (RequestOutput::logprobs)
   bool prompt_logprobs = false;  // report log p(prompt[i] | prompt[<i]) (perplexity, echo)
   // The prompt attends to itself in full precision; the cache is quantized before decoding
   // (needle-in-a-haystack "bf16 prefill"). Otherwise every position follows the decode rule.
@@ -33,7 +34,7 @@ std::string_view to_string(FinishReason reason);
 struct RequestOutput {
   RequestId id = 0;
   std::vector<int32_t> tokens;    // new tokens this step
-  std::vector<float> logprobs;    // one per new token
+  std::vector<float> logprobs;    // one per new token, where the request asked for them
   std::string text;               // new text (complete UTF-8 characters, stop strings removed)
   std::vector<float> prompt_logprobs;  // once, when the prompt is done (prompt_logprobs requested)
   bool finished = false;

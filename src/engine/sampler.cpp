@@ -1,5 +1,7 @@
 #include "engine/sampler.h"
 
+#include <Eigen/Core>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -20,11 +22,29 @@ void validate(const SamplingParams& p) {
           "repetition_penalty must lie in (0, 10], got {}", p.repetition_penalty);
 }
 
+namespace {
+
+using FloatArray = Eigen::Map<const Eigen::ArrayXf>;
+
+FloatArray as_array(std::span<const float> values) { return FloatArray(values.data(), Eigen::Index(values.size())); }
+
+// log sum_i exp(logits_i - top), `top` the largest logit. Eigen's exp is vectorized: 0.36 ms for a
+// row of 151,936, where a double std::exp a token took most of 0.8-1.1 ms (docs/bench section (e)).
+float log_sum_exp_below(std::span<const float> logits, float top) {
+  return std::log((as_array(logits) - top).exp().sum());
+}
+
+// The first index of the largest value.
+int32_t argmax(std::span<const float> values) {
+  const float top = as_array(values).maxCoeff();
+  return int32_t(std::find(values.begin(), values.end(), top) - values.begin());
+}
+
+}  // namespace
+
 float token_logprob(std::span<const float> logits, int32_t token) {
-  const float max_logit = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (const float v : logits) sum += std::exp(double(v - max_logit));
-  return float(double(logits[size_t(token)] - max_logit) - std::log(sum));
+  const float top = as_array(logits).maxCoeff();
+  return logits[size_t(token)] - top - log_sum_exp_below(logits, top);
 }
 
 Sampler::Sampler(const SamplingParams& params)
@@ -32,94 +52,98 @@ Sampler::Sampler(const SamplingParams& params)
   validate(params_);
 }
 
-SampledToken Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  scratch_.assign(logits.begin(), logits.end());
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  // The rules read `scores`: the logits, or a copy with the repetition penalty applied.
+  std::span<const float> scores = logits;
   if (params_.repetition_penalty != 1.0f) {
     // CTRL-style penalty (as in transformers and vLLM): shrink positive logits, grow negative ones.
+    scratch_.assign(logits.begin(), logits.end());
     for (const int32_t token : history) {
       if (token < 0 || size_t(token) >= scratch_.size()) continue;
       float& v = scratch_[size_t(token)];
       v = v > 0 ? v / params_.repetition_penalty : v * params_.repetition_penalty;
     }
+    scores = scratch_;
   }
-  SampledToken result;
-  if (params_.temperature == 0.0f) {
-    result.token = int32_t(std::max_element(scratch_.begin(), scratch_.end()) - scratch_.begin());
-    result.logprob = token_logprob(logits, result.token);
-    return result;
-  }
-  if (params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p == 0.0f) {
-    result.token = sample_full_distribution();
-    result.logprob = token_logprob(logits, result.token);
-    return result;
-  }
-  // Candidates sorted by logit, cut by top-k; then probabilities at the temperature.
-  candidates_.resize(scratch_.size());
-  std::iota(candidates_.begin(), candidates_.end(), 0);
-  size_t keep = candidates_.size();
-  if (params_.top_k > 0) keep = std::min(keep, size_t(params_.top_k));
-  auto by_logit = [&](int32_t a, int32_t b) {
-    return scratch_[size_t(a)] > scratch_[size_t(b)] || (scratch_[size_t(a)] == scratch_[size_t(b)] && a < b);
+  if (params_.temperature == 0.0f) return argmax(scores);
+  if (params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p == 0.0f) return sample_full_distribution(scores);
+  return sample_truncated(scores);
+}
+
+int32_t Sampler::sample_truncated(std::span<const float> scores) {
+  const size_t vocab = scores.size();
+  const float top = as_array(scores).maxCoeff();
+  const double inverse_temperature = 1.0 / params_.temperature;
+  // Candidates sorted by score (ties by token id), cut by top-k. Without top-k, top-p and min-p
+  // need only the head of that order: it is sorted `head` candidates at a time, growing until the
+  // cut falls inside it (a full sort of 151,936 candidates took 25-27 ms a row). Top-p's mass is
+  // over the top-k candidates, or over the whole vocabulary without top-k.
+  const size_t keep = params_.top_k > 0 ? std::min(vocab, size_t(params_.top_k)) : vocab;
+  const double vocabulary_total =
+      params_.top_k > 0 ? 0.0 : double(((as_array(scores) - top) * float(inverse_temperature)).exp().sum());
+  auto by_score = [&](int32_t a, int32_t b) {
+    return scores[size_t(a)] > scores[size_t(b)] || (scores[size_t(a)] == scores[size_t(b)] && a < b);
   };
-  std::partial_sort(candidates_.begin(), candidates_.begin() + long(keep), candidates_.end(), by_logit);
-  candidates_.resize(keep);
-  const float top = scratch_[size_t(candidates_[0])];
-  std::vector<double> probabilities(keep);
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    probabilities[i] = std::exp(double(scratch_[size_t(candidates_[i])] - top) / params_.temperature);
-    total += probabilities[i];
-  }
-  // min-p: drop tokens less likely than min_p times the most likely one.
-  size_t cut = keep;
-  if (params_.min_p > 0) {
-    const double threshold = params_.min_p * probabilities[0];
-    cut = size_t(std::find_if(probabilities.begin(), probabilities.end(),
-                              [&](double p) { return p < threshold; }) - probabilities.begin());
-  }
-  // top-p: the smallest prefix whose mass reaches top_p.
-  if (params_.top_p < 1.0f) {
-    double mass = 0;
-    for (size_t i = 0; i < cut; ++i) {
-      mass += probabilities[i] / total;
-      if (mass >= params_.top_p) {
-        cut = i + 1;
-        break;
+  candidates_.resize(vocab);
+  std::iota(candidates_.begin(), candidates_.end(), 0);
+  size_t head = std::min(keep, kFirstHead);
+  size_t cut = 0;
+  for (;;) {
+    std::partial_sort(candidates_.begin(), candidates_.begin() + long(head), candidates_.end(), by_score);
+    probabilities_.resize(head);
+    for (size_t i = 0; i < head; ++i) {
+      probabilities_[i] = std::exp(double(scores[size_t(candidates_[i])] - top) * inverse_temperature);
+    }
+    const double total = params_.top_k > 0
+                             ? std::accumulate(probabilities_.begin(), probabilities_.end(), 0.0)
+                             : vocabulary_total;
+    cut = head;
+    // min-p: drop tokens less likely than min_p times the most likely one.
+    if (params_.min_p > 0) {
+      const double threshold = params_.min_p * probabilities_[0];
+      cut = size_t(std::find_if(probabilities_.begin(), probabilities_.end(),
+                                [&](double p) { return p < threshold; }) - probabilities_.begin());
+    }
+    // top-p: the smallest prefix whose mass reaches top_p.
+    if (params_.top_p < 1.0f) {
+      double mass = 0;
+      for (size_t i = 0; i < cut; ++i) {
+        mass += probabilities_[i] / total;
+        if (mass >= params_.top_p) {
+          cut = i + 1;
+          break;
+        }
       }
     }
+    if (cut < head || head == keep) break;
+    head = std::min(keep, head * 8);
   }
   cut = std::max<size_t>(cut, 1);
   double kept_total = 0;
-  for (size_t i = 0; i < cut; ++i) kept_total += probabilities[i];
+  for (size_t i = 0; i < cut; ++i) kept_total += probabilities_[i];
   const double draw = std::uniform_real_distribution<double>(0.0, kept_total)(generator_);
   double running = 0;
-  size_t chosen = cut - 1;
   for (size_t i = 0; i < cut; ++i) {
-    running += probabilities[i];
-    if (draw < running) {
-      chosen = i;
-      break;
-    }
+    running += probabilities_[i];
+    if (draw < running) return candidates_[i];
   }
-  result.token = candidates_[chosen];
-  result.logprob = token_logprob(logits, result.token);
-  return result;
+  return candidates_[cut - 1];
 }
 
-int32_t Sampler::sample_full_distribution() {
-  const float top = *std::max_element(scratch_.begin(), scratch_.end());
+int32_t Sampler::sample_full_distribution(std::span<const float> scores) {
+  const float top = as_array(scores).maxCoeff();
+  weights_.resize(scores.size());
+  Eigen::Map<Eigen::ArrayXf>(weights_.data(), Eigen::Index(weights_.size())) =
+      ((as_array(scores) - top) * (1.0f / params_.temperature)).exp();
   double total = 0;
-  for (float& v : scratch_) {
-    v = float(std::exp(double(v - top) / params_.temperature));
-    total += v;
-  }
+  for (const float w : weights_) total += w;
   const double draw = std::uniform_real_distribution<double>(0.0, total)(generator_);
   double running = 0;
-  for (size_t i = 0; i < scratch_.size(); ++i) {
-    running += scratch_[i];
+  for (size_t i = 0; i < weights_.size(); ++i) {
+    running += weights_[i];
     if (draw < running) return int32_t(i);
   }
-  return int32_t(scratch_.size() - 1);
+  return int32_t(weights_.size() - 1);
 }
 
 }  // namespace oscar

@@ -1,6 +1,8 @@
 #pragma once
 // Turning one row of logits into the next token: repetition penalty, temperature, top-k, top-p,
-// min-p, then a draw from a per-request seeded generator (greedy when temperature is 0).
+// min-p, then a draw from a per-request seeded generator (greedy when temperature is 0). It runs on
+// the host between decode steps, once per sequence, so each rule does only the passes over the
+// vocabulary it needs (docs/bench section (e): a 151,936-token row took 0.8-27 ms before).
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -21,27 +23,30 @@ struct SamplingParams {
 // Throws Error naming the parameter when a value is out of range.
 void validate(const SamplingParams& params);
 
-struct SampledToken {
-  int32_t token = 0;
-  float logprob = 0;  // log-probability under the model's own distribution (before sampling rules)
-};
-
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
-  // `history`: the prompt and the tokens generated so far (for the repetition penalty).
-  SampledToken sample(std::span<const float> logits, std::span<const int32_t> history);
+  // The next token. `history`: the prompt and the tokens generated so far (for the repetition
+  // penalty). Its log-probability, where a request wants it, is token_logprob's.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
 
  private:
-  int32_t sample_full_distribution();  // softmax over scratch_ at the temperature, no truncation
+  int32_t sample_full_distribution(std::span<const float> scores);  // softmax at the temperature
+  int32_t sample_truncated(std::span<const float> scores);           // top-k, top-p, min-p
+
+  // Candidates top-p and min-p sort first without top-k; 8 times as many while the cut lies beyond.
+  static constexpr size_t kFirstHead = 256;
 
   SamplingParams params_;
   std::mt19937_64 generator_;
-  std::vector<float> scratch_;
-  std::vector<int32_t> candidates_;
+  std::vector<float> scratch_;         // the logits with the repetition penalty applied
+  std::vector<float> weights_;         // the full distribution's unnormalised probabilities
+  std::vector<int32_t> candidates_;    // token ids, sorted by score as far as the rules need
+  std::vector<double> probabilities_;  // of the sorted candidates, relative to the most likely
 };
 
-// log softmax(logits)[token], computed stably.
+// log softmax(logits)[token], computed stably: the log-probability under the model's own
+// distribution (before any sampling rule).
 float token_logprob(std::span<const float> logits, int32_t token);
 
 }  // namespace oscar

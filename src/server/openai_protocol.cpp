@@ -241,6 +241,7 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
   } else {
     request.logprobs = boolean(body, "logprobs", false);
   }
+  g.logprobs = request.logprobs;
   return request;
 }
 

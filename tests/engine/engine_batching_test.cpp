@@ -125,6 +125,45 @@ TEST(EngineBatching, CancelReturnsPagesAndOthersContinue) {
   EXPECT_EQ(engine->pools().full.free_pages(), 64);
 }
 
+// Each new token's log-probability comes back where the request asks for it, and only there
+// (beside a request that does not, batched with it: the same tokens, no log-probabilities), and
+// it is the log-softmax of the token's row: the prompt followed by the generated tokens, scored
+// through the prompt-logprob path, gives the same values.
+TEST(EngineBatching, TokenLogprobsOnlyWhereAsked) {
+  auto engine = make_test_engine(KvCacheConfig{}, {64, 0}, 2);
+  GenerationRequest asked = greedy("The quick brown fox", 6);
+  asked.logprobs = true;
+  const GenerationRequest silent = greedy("The quick brown fox", 6);
+  const RequestId asked_id = engine->submit(asked), silent_id = engine->submit(silent);
+  std::map<RequestId, std::vector<int32_t>> tokens;
+  std::map<RequestId, std::vector<float>> logprobs;
+  for (int steps = 0; !engine->idle() && steps < 100; ++steps) {
+    for (const auto& out : engine->step()) {
+      tokens[out.id].insert(tokens[out.id].end(), out.tokens.begin(), out.tokens.end());
+      logprobs[out.id].insert(logprobs[out.id].end(), out.logprobs.begin(), out.logprobs.end());
+    }
+  }
+  ASSERT_EQ(tokens[asked_id].size(), 6u);
+  EXPECT_EQ(tokens[asked_id], tokens[silent_id]);
+  EXPECT_TRUE(logprobs[silent_id].empty());
+  ASSERT_EQ(logprobs[asked_id].size(), 6u);
+  GenerationRequest scored = greedy("The quick brown fox", 0);
+  scored.prompt.insert(scored.prompt.end(), tokens[asked_id].begin(), tokens[asked_id].end());
+  scored.prompt_logprobs = true;
+  const RequestId scored_id = engine->submit(scored);
+  std::vector<float> prompt_logprobs;
+  for (int steps = 0; !engine->idle() && steps < 100; ++steps) {
+    for (const auto& out : engine->step()) {
+      if (out.id == scored_id && !out.prompt_logprobs.empty()) prompt_logprobs = out.prompt_logprobs;
+    }
+  }
+  ASSERT_EQ(prompt_logprobs.size(), scored.prompt.size() - 1);
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_LT(logprobs[asked_id][i], 0.0f);
+    EXPECT_NEAR(logprobs[asked_id][i], prompt_logprobs[prompt_logprobs.size() - 6 + i], 1e-3f) << "token " << i;
+  }
+}
+
 TEST(EngineBatching, PromptLogprobsAndStops) {
   auto engine = make_test_engine(KvCacheConfig{}, {64, 0}, 2);
   GenerationRequest scored = greedy("The quick brown fox jumps over the lazy dog", 0);

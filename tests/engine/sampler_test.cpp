@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "engine/sampler.h"
 #include "engine/stop_strings.h"
@@ -13,25 +14,25 @@ namespace {
 
 const std::vector<float> kLogits = {1.0f, 3.0f, 2.5f, -1.0f, 0.5f, 2.9f};
 
-TEST(Sampler, GreedyPicksTheArgmaxAndReportsItsLogprob) {
+TEST(Sampler, GreedyPicksTheArgmaxAndItsLogprobIsTheLogSoftmax) {
   Sampler sampler({.temperature = 0.0f});
-  const SampledToken t = sampler.sample(kLogits, {});
-  EXPECT_EQ(t.token, 1);
+  const int32_t token = sampler.sample(kLogits, {});
+  EXPECT_EQ(token, 1);
   double z = 0;
   for (const float v : kLogits) z += std::exp(v);
-  EXPECT_NEAR(t.logprob, 3.0 - std::log(z), 1e-5);
+  EXPECT_NEAR(token_logprob(kLogits, token), 3.0 - std::log(z), 1e-5);
 }
 
 TEST(Sampler, SeedMakesDrawsRepeatable) {
   Sampler a({.temperature = 1.0f, .seed = 5}), b({.temperature = 1.0f, .seed = 5});
-  for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(kLogits, {}).token, b.sample(kLogits, {}).token);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(kLogits, {}), b.sample(kLogits, {}));
 }
 
 std::map<int32_t, int> histogram(SamplingParams params, int draws) {
   params.seed = 11;
   Sampler sampler(params);
   std::map<int32_t, int> counts;
-  for (int i = 0; i < draws; ++i) ++counts[sampler.sample(kLogits, {}).token];
+  for (int i = 0; i < draws; ++i) ++counts[sampler.sample(kLogits, {})];
   return counts;
 }
 
@@ -50,10 +51,35 @@ TEST(Sampler, TopKTopPAndMinPTruncate) {
   EXPECT_NEAR(full[1] / 20000.0, 0.3426, 0.02);
 }
 
+// Without top-k, top-p and min-p sort only as many candidates as their cut needs (256, then 8
+// times as many): here the cut lies past the first 256, among 400 tokens of equal logits
+// scattered over a vocabulary of 4000, so the head has to grow, and ties go by token id.
+TEST(Sampler, TopPAndMinPCutDeepIntoALargeVocabulary) {
+  std::vector<float> logits(4000, 0.0f);
+  std::vector<int32_t> likely;
+  for (int32_t t = 7; likely.size() < 400; t += 9) {
+    logits[size_t(t)] = 5.0f;
+    likely.push_back(t);
+  }
+  // Each likely token holds e^5 / (400 e^5 + 3600) of the mass: top_p 0.9 keeps the first 382.
+  const double each = std::exp(5.0) / (400 * std::exp(5.0) + 3600);
+  const size_t kept = size_t(std::ceil(0.9 / each));
+  ASSERT_EQ(kept, 382u);
+  Sampler top_p({.temperature = 1.0f, .top_p = 0.9f, .seed = 3});
+  std::set<int32_t> drawn;
+  for (int i = 0; i < 8000; ++i) drawn.insert(top_p.sample(logits, {}));
+  EXPECT_EQ(drawn, std::set<int32_t>(likely.begin(), likely.begin() + long(kept)));
+  // min_p 0.5 keeps the 400 likely tokens (the others are e^-5 as likely), none of the rest.
+  Sampler min_p({.temperature = 1.0f, .min_p = 0.5f, .seed = 4});
+  drawn.clear();
+  for (int i = 0; i < 8000; ++i) drawn.insert(min_p.sample(logits, {}));
+  EXPECT_EQ(drawn, std::set<int32_t>(likely.begin(), likely.end()));
+}
+
 TEST(Sampler, RepetitionPenaltyDiscouragesSeenTokens) {
   Sampler sampler({.temperature = 0.0f, .repetition_penalty = 2.0f});
   const std::vector<int32_t> history = {1, 5};
-  EXPECT_EQ(sampler.sample(kLogits, history).token, 2);
+  EXPECT_EQ(sampler.sample(kLogits, history), 2);
 }
 
 TEST(Sampler, RejectsOutOfRangeParameters) {

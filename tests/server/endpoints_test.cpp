@@ -83,5 +83,39 @@ TEST(Endpoints, CompletionsStreamedEqualNotStreamed) {
   EXPECT_EQ(reply["usage"]["completion_tokens"], 16);
 }
 
+// Log-probabilities come back where the request asks for them (the engine computes them only
+// then): one per completion token, each a log-probability (at most 0).
+TEST(Endpoints, LogprobsWhereAsked) {
+  TestServer server;
+  json body = greedy_body("The quick brown fox", 8);
+  body["stream"] = false;
+  body.erase("stream_options");
+  body["logprobs"] = 0;
+  const httplib::Result completion = server.client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(completion);
+  ASSERT_EQ(completion->status, 200) << completion->body;
+  const json values = json::parse(completion->body)["choices"][0]["logprobs"]["token_logprobs"];
+  ASSERT_EQ(values.size(), 8u);
+  for (const json& value : values) EXPECT_LE(value.get<float>(), 0.0f);
+  body.erase("logprobs");
+  const httplib::Result plain = server.client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  EXPECT_TRUE(json::parse(plain->body)["choices"][0]["logprobs"].is_null());
+
+  const json chat = {{"model", "testbed"},
+                     {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
+                     {"max_tokens", 8},
+                     {"temperature", 0},
+                     {"ignore_eos", true},
+                     {"logprobs", true}};
+  const httplib::Result reply = server.client().Post("/v1/chat/completions", chat.dump(), "application/json");
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  const json content = json::parse(reply->body)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 8u);
+  for (const json& entry : content) EXPECT_LE(entry["logprob"].get<float>(), 0.0f);
+}
+
 }  // namespace
 }  // namespace oscar::testing
