@@ -125,6 +125,17 @@ TEST(EngineBatching, CancelReturnsPagesAndOthersContinue) {
   EXPECT_EQ(engine->pools().full.free_pages(), 64);
 }
 
+// Runs the engine until it is idle; the prompt log-probabilities request `id` got.
+std::vector<float> prompt_logprobs_of(Engine& engine, RequestId id) {
+  std::vector<float> logprobs;
+  for (int steps = 0; !engine.idle() && steps < 100; ++steps) {
+    for (const auto& out : engine.step()) {
+      if (out.id == id && !out.prompt_logprobs.empty()) logprobs = out.prompt_logprobs;
+    }
+  }
+  return logprobs;
+}
+
 // Each new token's log-probability comes back where the request asks for it, and only there
 // (beside a request that does not, batched with it: the same tokens, no log-probabilities), and
 // it is the log-softmax of the token's row: the prompt followed by the generated tokens, scored
@@ -150,13 +161,7 @@ TEST(EngineBatching, TokenLogprobsOnlyWhereAsked) {
   GenerationRequest scored = greedy("The quick brown fox", 0);
   scored.prompt.insert(scored.prompt.end(), tokens[asked_id].begin(), tokens[asked_id].end());
   scored.prompt_logprobs = true;
-  const RequestId scored_id = engine->submit(scored);
-  std::vector<float> prompt_logprobs;
-  for (int steps = 0; !engine->idle() && steps < 100; ++steps) {
-    for (const auto& out : engine->step()) {
-      if (out.id == scored_id && !out.prompt_logprobs.empty()) prompt_logprobs = out.prompt_logprobs;
-    }
-  }
+  const std::vector<float> prompt_logprobs = prompt_logprobs_of(*engine, engine->submit(scored));
   ASSERT_EQ(prompt_logprobs.size(), scored.prompt.size() - 1);
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_LT(logprobs[asked_id][i], 0.0f);
@@ -172,12 +177,7 @@ TEST(EngineBatching, PromptLogprobsAndStops) {
   GenerationRequest stopped = greedy("The quick brown fox", 16);
   stopped.stop.stop_strings = {"sixth"};
   const RequestId stop_id = engine->submit(stopped);
-  std::vector<float> logprobs;
-  for (int steps = 0; !engine->idle() && steps < 100; ++steps) {
-    for (const auto& out : engine->step()) {
-      if (out.id == id && !out.prompt_logprobs.empty()) logprobs = out.prompt_logprobs;
-    }
-  }
+  const std::vector<float> logprobs = prompt_logprobs_of(*engine, id);
   EXPECT_EQ(logprobs.size(), scored.prompt.size() - 1);
   for (const float lp : logprobs) EXPECT_LT(lp, 0.0f);
   auto engine2 = make_test_engine(KvCacheConfig{}, {64, 0}, 1);
