@@ -34,10 +34,12 @@ float log_sum_exp_below(std::span<const float> logits, float top) {
   return std::log((as_array(logits) - top).exp().sum());
 }
 
-// The first index of the largest value.
+// The first index of the largest value. (Where a value is NaN, maxCoeff's answer is unspecified and
+// may be found nowhere: std::max_element's token then, a valid id whatever the row holds.)
 int32_t argmax(std::span<const float> values) {
   const float top = as_array(values).maxCoeff();
-  return int32_t(std::find(values.begin(), values.end(), top) - values.begin());
+  const auto found = std::find(values.begin(), values.end(), top);
+  return int32_t((found != values.end() ? found : std::max_element(values.begin(), values.end())) - values.begin());
 }
 
 }  // namespace

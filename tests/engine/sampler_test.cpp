@@ -23,6 +23,16 @@ TEST(Sampler, GreedyPicksTheArgmaxAndItsLogprobIsTheLogSoftmax) {
   EXPECT_NEAR(token_logprob(kLogits, token), 3.0 - std::log(z), 1e-5);
 }
 
+// A row with a NaN (a broken checkpoint) still gives a token id inside the vocabulary.
+TEST(Sampler, GreedyOnARowWithANanGivesAValidToken) {
+  std::vector<float> logits = kLogits;
+  logits[0] = std::nanf("");  // first: maxCoeff then returns NaN, which std::find cannot find
+  Sampler sampler({.temperature = 0.0f});
+  const int32_t token = sampler.sample(logits, {});
+  EXPECT_GE(token, 0);
+  EXPECT_LT(token, int32_t(logits.size()));
+}
+
 TEST(Sampler, SeedMakesDrawsRepeatable) {
   Sampler a({.temperature = 1.0f, .seed = 5}), b({.temperature = 1.0f, .seed = 5});
   for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(kLogits, {}), b.sample(kLogits, {}));
