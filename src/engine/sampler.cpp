@@ -28,10 +28,11 @@ using FloatArray = Eigen::Map<const Eigen::ArrayXf>;
 
 FloatArray as_array(std::span<const float> values) { return FloatArray(values.data(), Eigen::Index(values.size())); }
 
-// log sum_i exp(logits_i - top), `top` the largest logit. Eigen's exp is vectorized: 0.36 ms for a
-// row of 151,936, where a double std::exp a token took most of 0.8-1.1 ms (docs/bench section (e)).
-float log_sum_exp_below(std::span<const float> logits, float top) {
-  return std::log((as_array(logits) - top).exp().sum());
+// sum_i exp((values_i - top) * scale), `top` the largest value. Eigen's exp is vectorized: 0.36 ms
+// for a row of 151,936, where a double std::exp a token took most of 0.8-1.1 ms (docs/bench
+// section (e)).
+float sum_exp_below(std::span<const float> values, float top, float scale) {
+  return ((as_array(values) - top) * scale).exp().sum();
 }
 
 // The first index of the largest value. (Where a value is NaN, maxCoeff's answer is unspecified and
@@ -46,7 +47,7 @@ int32_t argmax(std::span<const float> values) {
 
 float token_logprob(std::span<const float> logits, int32_t token) {
   const float top = as_array(logits).maxCoeff();
-  return logits[size_t(token)] - top - log_sum_exp_below(logits, top);
+  return logits[size_t(token)] - top - std::log(sum_exp_below(logits, top, 1.0f));
 }
 
 Sampler::Sampler(const SamplingParams& params)
@@ -81,8 +82,9 @@ int32_t Sampler::sample_truncated(std::span<const float> scores) {
   // cut falls inside it (a full sort of 151,936 candidates took 25-27 ms a row). Top-p's mass is
   // over the top-k candidates, or over the whole vocabulary without top-k.
   const size_t keep = params_.top_k > 0 ? std::min(vocab, size_t(params_.top_k)) : vocab;
-  const double vocabulary_total =
-      params_.top_k > 0 ? 0.0 : double(((as_array(scores) - top) * float(inverse_temperature)).exp().sum());
+  const double vocabulary_total = params_.top_k == 0 && params_.top_p < 1.0f
+                                      ? double(sum_exp_below(scores, top, float(inverse_temperature)))
+                                      : 0.0;
   auto by_score = [&](int32_t a, int32_t b) {
     return scores[size_t(a)] > scores[size_t(b)] || (scores[size_t(a)] == scores[size_t(b)] && a < b);
   };
@@ -96,9 +98,6 @@ int32_t Sampler::sample_truncated(std::span<const float> scores) {
     for (size_t i = 0; i < head; ++i) {
       probabilities_[i] = std::exp(double(scores[size_t(candidates_[i])] - top) * inverse_temperature);
     }
-    const double total = params_.top_k > 0
-                             ? std::accumulate(probabilities_.begin(), probabilities_.end(), 0.0)
-                             : vocabulary_total;
     cut = head;
     // min-p: drop tokens less likely than min_p times the most likely one.
     if (params_.min_p > 0) {
@@ -108,6 +107,9 @@ int32_t Sampler::sample_truncated(std::span<const float> scores) {
     }
     // top-p: the smallest prefix whose mass reaches top_p.
     if (params_.top_p < 1.0f) {
+      const double total = params_.top_k > 0
+                               ? std::accumulate(probabilities_.begin(), probabilities_.end(), 0.0)
+                               : vocabulary_total;
       double mass = 0;
       for (size_t i = 0; i < cut; ++i) {
         mass += probabilities_[i] / total;
