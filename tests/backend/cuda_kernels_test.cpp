@@ -234,30 +234,33 @@ TEST_F(CudaKernels, GemmSwigluMatchesUnfusedAndCpu) {
   }
 }
 
-// q/k norm + RoPE, then the KV write, of three rows (positions 1, 68 and 40007) with and without
-// q/k norm weights and a key rotation: the q and k parts of the rows normed and rotary-embedded in
-// place as on the CPU, the v part untouched, the queries rotated by R_K, the keys rotated and the
-// values as bf16 in each row's page slot.
+// q/k norm + RoPE, then the KV write, of 3, 21 and 75 rows (positions 1, 68, 40007, then spread to
+// 60K; a decode step's tiles of 8 rows, a prefill chunk's wider slices) with and without q/k norm
+// weights and a key rotation: the q and k parts of the rows normed and rotary-embedded in place as
+// on the CPU, the v part untouched, the queries rotated by R_K, the keys rotated and the values as
+// bf16 in each row's page slot.
 TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
   const int heads = 8, kv_heads = 2, d = 128, group = heads / kv_heads;
-  const int64_t rows = 3, stride = (heads + 2 * kv_heads) * d;
+  const int64_t stride = (heads + 2 * kv_heads) * d;
   KvCacheConfig kv;
   kv.page_size_tokens = 64;
   const PageLayout layout = make_page_layout(kv, kv_heads, d);
-  for (const bool norms_and_rotation : {true, false}) {
+  for (const auto& [rows, norms_and_rotation] :
+       {std::pair<int64_t, bool>{3, true}, {3, false}, {21, true}, {75, true}, {75, false}}) {
     const auto qkv = random_floats(size_t(rows * stride), 7, -3.f, 3.f);
     const auto q_norm = random_floats(size_t(d), 8, 0.5f, 1.5f), k_norm = random_floats(size_t(d), 9, 0.5f, 1.5f);
     const auto rotation = random_floats(size_t(kv_heads * d * d), 10, -0.2f, 0.2f);
     std::vector<float> inverse(size_t(d / 2));
     for (int i = 0; i < d / 2; ++i) inverse[size_t(i)] = float(std::pow(1e6, -2.0 * i / d));
-    // Each row is a sequence of its own whose last logical page is physical page 2 - r.
-    const std::vector<int32_t> positions = {1, 68, 40007};
+    // Each row is a sequence of its own whose last logical page is physical page rows - 1 - r.
+    std::vector<int32_t> positions = {1, 68, 40007};
+    for (int64_t r = 3; r < rows; ++r) positions.push_back(int32_t(r * 7919 % 60000));
     std::vector<QueryRow> row_records;
     std::vector<PageIds> page_table;
     for (int64_t r = 0; r < rows; ++r) {
       row_records.push_back({positions[size_t(r)], int32_t(page_table.size()), 0, 0});
       page_table.resize(page_table.size() + size_t(positions[size_t(r)] / 64), PageIds{-1, -1, -1});
-      page_table.push_back({int32_t(2 - r), -1, -1});
+      page_table.push_back({int32_t(rows - 1 - r), -1, -1});
     }
     std::vector<float> expected = qkv;
     std::vector<double> expected_queries, expected_keys, expected_values;
@@ -299,7 +302,7 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
     const auto d_rotation = to_device(rotation);
     const auto d_rows = to_device(row_records);
     const auto d_page_table = to_device(page_table);
-    DeviceBuffer<std::byte> pages(size_t(3 * layout.full_page_bytes));
+    DeviceBuffer<std::byte> pages(size_t(rows * layout.full_page_bytes));
     DeviceBuffer<float> rotated_queries(size_t(rows * heads * d));
     QkNormRopeArgs rope{d_qkv.data(), stride, heads, kv_heads, d, d_rows.data(),
                         norms_and_rotation ? d_q_norm.data() : nullptr,
@@ -323,13 +326,14 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
         EXPECT_EQ(actual[size_t(r * stride + i)], qkv[size_t(r * stride + i)]);
       }
     }
-    EXPECT_LE(relative_error(widen(expected), actual), 1e-5) << "q and k in place, norms " << norms_and_rotation;
+    EXPECT_LE(relative_error(widen(expected), actual), 1e-5)
+        << rows << " rows: q and k in place, norms " << norms_and_rotation;
     EXPECT_LE(relative_error(expected_queries, to_host(rotated_queries, expected_queries.size())), 1e-5)
-        << "rotated queries, rotation " << norms_and_rotation;
+        << rows << " rows: rotated queries, rotation " << norms_and_rotation;
     const auto page_bytes = to_host(pages, pages.size());
     std::vector<float> keys, values;
     for (int64_t r = 0; r < rows; ++r) {
-      const std::byte* page = page_bytes.data() + (2 - r) * layout.full_page_bytes;
+      const std::byte* page = page_bytes.data() + (rows - 1 - r) * layout.full_page_bytes;
       const int64_t slot = positions[size_t(r)] % 64;
       for (int h = 0; h < kv_heads; ++h) {
         for (const bool key : {true, false}) {
@@ -339,8 +343,8 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
         }
       }
     }
-    EXPECT_LE(relative_error(expected_keys, keys), 4e-3) << "keys, rotation " << norms_and_rotation;  // bf16
-    EXPECT_LE(relative_error(expected_values, values), 4e-3) << "values";
+    EXPECT_LE(relative_error(expected_keys, keys), 4e-3) << rows << " rows: keys, rotation " << norms_and_rotation;
+    EXPECT_LE(relative_error(expected_values, values), 4e-3) << rows << " rows: values";  // bf16
   }
 }
 
