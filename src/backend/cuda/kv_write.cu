@@ -21,6 +21,11 @@ constexpr int kMaxRowsPerBlock = 8;
 constexpr int kVectorStride = kHeadDim + 4;
 constexpr int kVectorBytes = kHeadDim * 4;
 
+// Four channels of a page row as bf16, in one 8-byte store.
+__device__ __forceinline__ void store_bf16x4(std::byte* at, float4 x) {
+  *reinterpret_cast<uint2*>(at) = make_uint2(pack_bf16x2(x.x, x.y), pack_bf16x2(x.z, x.w));
+}
+
 template <int Columns>
 constexpr int shared_bytes(int rows_per_block, int group) {
   return kHeadDim * Columns * 4 + rows_per_block * (1 + group) * kVectorStride * 4;
@@ -112,9 +117,7 @@ __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs ar
     const int row = index / per_row, v = index % per_row, channel = first_channel + quad * 4;
     if (v == 0) {
       std::byte* page = args.full_pages + int64_t(row_pages[row].full) * layout.full_page_bytes;
-      const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(out.x, out.y), __floats2bfloat162_rn(out.z, out.w)};
-      *reinterpret_cast<uint2*>(page + layout.full_key_offset(kv_head, row_slots[row]) + channel * 2) =
-          *reinterpret_cast<const uint2*>(pair);
+      store_bf16x4(page + layout.full_key_offset(kv_head, row_slots[row]) + channel * 2, out);
     } else {
       *reinterpret_cast<float4*>(args.rotated_queries +
                                  (int64_t(first_row + row) * args.num_heads + kv_head * group + v - 1) * kHeadDim +
@@ -123,9 +126,8 @@ __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs ar
   }
   if (value_row < tile_rows) {
     std::byte* page = args.full_pages + int64_t(row_pages[value_row].full) * layout.full_page_bytes;
-    const __nv_bfloat162 pair[2] = {__floats2bfloat162_rn(value.x, value.y), __floats2bfloat162_rn(value.z, value.w)};
-    *reinterpret_cast<uint2*>(page + layout.full_value_offset(kv_head, row_slots[value_row]) +
-                              (first_channel + value_quad * 4) * 2) = *reinterpret_cast<const uint2*>(pair);
+    store_bf16x4(page + layout.full_value_offset(kv_head, row_slots[value_row]) + (first_channel + value_quad * 4) * 2,
+                 value);
   }
 }
 
