@@ -1,8 +1,8 @@
 // oscar bench linear: the decode step's matrix products alone at a model's shapes (q|k|v, o,
-// gate|up, down, LM head) for a few rows, through the backend's Gemm (skinny_linear.h up to 16
+// gate|up, down, LM head) for a few rows, through the backend's Gemm (skinny_linear.h up to 32
 // rows, cuBLAS beyond) and through cuBLAS for every row count, the peer. gate_up_swiglu is the
 // gate|up product as the decode step runs it, with SwiGLU (Gemm::linear_swiglu: applied by the
-// product itself up to 16 rows), against cuBLAS's product followed by the SwiGLU kernel. Each row
+// product itself up to 32 rows), against cuBLAS's product followed by the SwiGLU kernel. Each row
 // reports the time per product, its weight bytes, the achieved GB/s and the fraction of the copy
 // bandwidth measured in the same run. The weights (a constant bf16 pattern: the time does not depend on
 // the values) are cycled over enough copies that L2 never serves a repeat, as in a decode step.

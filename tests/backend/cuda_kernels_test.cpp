@@ -166,14 +166,14 @@ TEST_F(CudaKernels, SwigluMatchesCpu) {
   EXPECT_LE(relative_error(widen(expected), floats_of_bf16(bf16_bits(out, expected.size()))), 4e-3);
 }
 
-// Up to 16 rows take skinny_linear (decode steps: 1-2 rows its FMA kernel, 3-16 one or two mma
-// tiles of 8 rows, full and partial), 17 and 33 cuBLAS; 770 outputs leave a partial tile of
-// outputs; 1056 inputs (33 steps of 32) split unevenly over the warps and leave a tail after the
+// Up to 32 rows take skinny_linear (decode steps: 1-2 rows its FMA kernel, 3-32 one to four mma
+// tiles of 8 rows, full and partial, 17-32 with two tiles of 16 outputs a warp), 33 cuBLAS; 770
+// outputs leave a partial tile of outputs (and of a block's 32); 1056 inputs (33 steps of 32) split unevenly over the warps and leave a tail after the
 // unrolled loop; the second product accumulates into the first's result.
 TEST_F(CudaKernels, GemmMatchesFloat64) {
   const int64_t outputs = 770;
   for (const int64_t inputs : {1024, 1056}) {
-    for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17, 33}) {
+    for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17, 24, 25, 32, 33}) {
       const auto x = random_bf16(size_t(rows * inputs), 5), w = random_bf16(size_t(outputs * inputs), 6, -0.05f, 0.05f);
       std::vector<double> expected(size_t(rows * outputs), 0.0);
       for (int64_t r = 0; r < rows; ++r)
@@ -197,13 +197,13 @@ TEST_F(CudaKernels, GemmMatchesFloat64) {
   }
 }
 
-// The gate|up product with SwiGLU (Gemm::linear_swiglu): up to 16 rows one kernel that applies
-// SwiGLU itself, the same to the bit as the product's float output through the SwiGLU kernel; 17
+// The gate|up product with SwiGLU (Gemm::linear_swiglu): up to 32 rows one kernel that applies
+// SwiGLU itself, the same to the bit as the product's float output through the SwiGLU kernel; 33
 // rows cuBLAS then that kernel. 388 pairs leave a partial tile of 16 outputs; against the CPU's
 // swiglu of float64 sums, bf16 output.
 TEST_F(CudaKernels, GemmSwigluMatchesUnfusedAndCpu) {
   const int64_t inner = 388, inputs = 1056, outputs = 2 * inner;
-  for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17}) {
+  for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17, 29, 33}) {
     const auto x = random_bf16(size_t(rows * inputs), 15), w = random_bf16(size_t(outputs * inputs), 16, -0.05f, 0.05f);
     std::vector<float> gate(size_t(rows * inner)), up(size_t(rows * inner)), expected(size_t(rows * inner));
     for (int64_t r = 0; r < rows; ++r) {

@@ -5,9 +5,10 @@
 // (streaming loads: the weights are read once) and the rows' matching 16 bytes of x (cached: every
 // block reads all of x).
 //
-// Three to sixteen rows, tensor cores (mma.m16n8k16, 16 outputs x 8 rows per tile): the FMA
+// Three to thirty-two rows, tensor cores (mma.m16n8k16, 16 outputs x 8 rows per tile): the FMA
 // kernel's instruction count grows with the rows, and cuBLAS's kernels for a few rows read the
-// weights at 60-76% of the copy bandwidth. A block computes 16 outputs; its 8 warps split the
+// weights at 60-76% of the copy bandwidth (at 17-32 rows 72-91%, with a split-K reduce and, for
+// gate|up, the SwiGLU kernel after them). A block computes 16 outputs; its 8 warps split the
 // inputs; each lane loads 16 bytes of weight rows g and g + 8 and of x row g straight into the mma
 // operands (no shared memory), four steps in flight while the previous four multiply.
 //
@@ -24,9 +25,7 @@
 //   8 rows (mma)  20.1 / 14.0 / 70.0 / 39.4 / 416 against 21.9 / 16.6 / 74.4 / 40.2 / 441;
 //   16 rows (mma) 21.7 / 15.0 / 74.5 / 40.5 / 441 against 22.2 / 17.0 / 75.1 / 40.9 / 443.
 // In an earlier run of the same sweep the mma kernel at one row took 20.2 / 13.8 / 66.7 / 37.7 / 392
-// against the FMA kernel's 18.8 / 13.5 / 65.8 / 34.8 / 390, and at 28 and 32 rows (four tiles)
-// 25.4 / 18.5 / 84.1 / 48.4 / 478 against cuBLAS's 23.0 / 16.2 / 73.5 / 41.2 / 430: cuBLAS takes
-// those.
+// against the FMA kernel's 18.8 / 13.5 / 65.8 / 34.8 / 390. 17-32 rows: see launch().
 #include <stdexcept>
 #include <string>
 
@@ -42,7 +41,7 @@ namespace {
 
 constexpr int kWarps = 8;  // both kernels split the inputs over 8 warps
 constexpr int kFmaMaxRows = 2;
-constexpr int kMmaMaxRows = 16;
+constexpr int kMmaMaxRows = 32;
 constexpr int kChunkInputs = 32;  // inputs of a row a warp covers per step: 4 lanes x 8 bf16 (mma),
                                   // and the granularity of both kernels' input slices
 
@@ -145,10 +144,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   deliver([&](int v, int k) { return partial[v][k][r]; }, o, r, first_output + o, outputs, d);
 }
 
-// ---- three to sixteen rows: mma.m16n8k16 ----
+// ---- three to thirty-two rows: mma.m16n8k16 ----
 
 constexpr int kTileOutputs = 16;  // the mma's M
-constexpr int kUnroll = 4;        // steps per batch of loads (2 and 8 measured no faster)
 
 template <int kRowTiles, int kSteps>
 struct MmaOperands {
@@ -206,8 +204,10 @@ struct MmaTile {
   }
 };
 
-template <int kRowTiles>
-__global__ void __launch_bounds__(kWarps * 32)
+// kUnroll: steps per batch of loads; kBlocksPerSm: __launch_bounds__'s minimum blocks, 0 for
+// none (the two change ptxas's register budget and schedule; see launch()).
+template <int kRowTiles, int kUnroll, int kBlocksPerSm>
+__global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
     mma_linear_kernel(const __nv_bfloat16* __restrict__ x, int rows,
                       const __nv_bfloat16* __restrict__ w, int outputs, int inputs, Destination d) {
   __shared__ float partial[kWarps][kRowTiles * 8][kTileOutputs + 1];  // +1: no bank conflicts
@@ -277,12 +277,12 @@ void launch_fma(const __nv_bfloat16* x, int rows, const __nv_bfloat16* w, int ou
                  outputs, inputs, d);
 }
 
-template <int kRowTiles>
+template <int kRowTiles, int kUnroll, int kBlocksPerSm>
 void launch_mma(const __nv_bfloat16* x, int rows, const __nv_bfloat16* w, int outputs, int inputs, Destination d,
                 cudaStream_t stream) {
   const unsigned blocks = unsigned((outputs + kTileOutputs - 1) / kTileOutputs);
-  launch_chained("mma_linear_kernel", mma_linear_kernel<kRowTiles>, dim3(blocks), dim3(kWarps * 32), 0, stream, x, rows,
-                 w, outputs, inputs, d);
+  launch_chained("mma_linear_kernel", mma_linear_kernel<kRowTiles, kUnroll, kBlocksPerSm>, dim3(blocks), dim3(kWarps * 32),
+                 0, stream, x, rows, w, outputs, inputs, d);
 }
 
 void launch(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs, int64_t inputs,
@@ -294,8 +294,14 @@ void launch(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_
   const int r = int(rows), o = int(outputs), i = int(inputs);
   if (r == 1) return launch_fma<1>(x, r, w, o, i, d, stream);
   if (r <= kFmaMaxRows) return launch_fma<2>(x, r, w, o, i, d, stream);
-  if (r <= 8) return launch_mma<1>(x, r, w, o, i, d, stream);
-  launch_mma<2>(x, r, w, o, i, d, stream);
+  // Three and four row tiles: the fastest of the variants measured on the H100 (docs/bench/README.md,
+  // section (b), "Products of 17-32 rows"): 2 steps a batch, at three tiles with a minimum of 2
+  // blocks per SM (123 registers), at four without (102; the minimum squeezes them into 128 and
+  // spills). 4 steps at four tiles take 236 registers, one block per SM, and were 3-10% slower.
+  if (r <= 8) return launch_mma<1, 4, 0>(x, r, w, o, i, d, stream);
+  if (r <= 16) return launch_mma<2, 4, 0>(x, r, w, o, i, d, stream);
+  if (r <= 24) return launch_mma<3, 2, 2>(x, r, w, o, i, d, stream);
+  launch_mma<4, 2, 0>(x, r, w, o, i, d, stream);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 #pragma once
-// Linear layers of 1-16 rows (decode steps of batch 1-16), where the time is the weight read:
+// Linear layers of 1-32 rows (decode steps of batch 1-32), where the time is the weight read:
 // y[rows][outputs] = x[rows][inputs] * w^T (+ y), bf16 inputs, float accumulation and output.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// SwiGLU after a gate|up product through cuBLAS (more than 16 rows; fewer take skinny_linear.cu's,
+// SwiGLU after a gate|up product through cuBLAS (more than 32 rows; fewer take skinny_linear.cu's,
 // which applies it itself): gate and up from the product's columns (gate_up_layout.h), the output
 // down_proj's bf16 input.
 #include <algorithm>
