@@ -167,9 +167,9 @@ TEST_F(CudaKernels, SwigluMatchesCpu) {
 }
 
 // Up to 32 rows take skinny_linear (decode steps: 1-2 rows its FMA kernel, 3-32 one to four mma
-// tiles of 8 rows, full and partial, 17-32 with two tiles of 16 outputs a warp), 33 cuBLAS; 770
-// outputs leave a partial tile of outputs (and of a block's 32); 1056 inputs (33 steps of 32) split unevenly over the warps and leave a tail after the
-// unrolled loop; the second product accumulates into the first's result.
+// tiles of 8 rows, full and partial), 33 cuBLAS; 770 outputs leave a partial tile of outputs; 1056
+// inputs (33 steps of 32) split unevenly over the warps and leave a tail after the unrolled loop
+// (of 4 steps up to 16 rows, 2 beyond); the second product accumulates into the first's result.
 TEST_F(CudaKernels, GemmMatchesFloat64) {
   const int64_t outputs = 770;
   for (const int64_t inputs : {1024, 1056}) {

@@ -10,7 +10,8 @@
 // weights at 60-76% of the copy bandwidth (at 17-32 rows 72-91%, with a split-K reduce and, for
 // gate|up, the SwiGLU kernel after them). A block computes 16 outputs; its 8 warps split the
 // inputs; each lane loads 16 bytes of weight rows g and g + 8 and of x row g straight into the mma
-// operands (no shared memory), four steps in flight while the previous four multiply.
+// operands (no shared memory), four steps in flight while the previous four multiply (two at
+// 17-32 rows, where the x operands take more registers; see launch()).
 //
 // Both: partial sums meet in shared memory in a fixed order, so results do not depend on timing.
 // For the gate|up product both apply SwiGLU themselves (a block's 4 or 16 outputs hold whole pairs,
