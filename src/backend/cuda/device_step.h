@@ -51,7 +51,7 @@ struct Workspace {
   DeviceBuffer<float> qkv;              // [rows][q_dim + 2 kv_dim]
   DeviceBuffer<float> rotated_queries;  // [rows][q_dim]
   DeviceBuffer<float> gate_up;          // [rows][2 intermediate] (gate_up_layout.h), more than 32 rows
-  DeviceBuffer<float> logits;           // [logit rows][vocab]
+  DeviceBuffer<float> logits;           // the LM head's slices of the vocabulary, each [logit rows][width]
   DeviceBuffer<float> partials;         // attention partial records
   DeviceBuffer<__nv_bfloat16> normed;       // [rows][hidden]
   DeviceBuffer<__nv_bfloat16> attention;    // [rows][q_dim]
