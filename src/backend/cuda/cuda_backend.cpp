@@ -116,6 +116,7 @@ class CudaBackend final : public Backend {
   // The logits' copies run here, each after its slice of the LM head (enqueue_logits).
   cudaStream_t copy_stream_ = nullptr;
   static constexpr int kMaxLogitSlices = 4;
+  static constexpr int64_t kLogitSliceBytes = int64_t(2) << 20;  // a slice's logits at least (below: one slice)
   std::array<cudaEvent_t, kMaxLogitSlices + 1> logit_events_{};  // a slice done; the last: copies done
   StepGraphs graphs_;
   StepPlanShape plan_shape_;
@@ -266,8 +267,8 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
   enqueue_logits(sizes.logit_rows);
 }
 
-// The LM head over slices of the vocabulary, 2 MB of logits or more each (up to kMaxLogitSlices),
-// each slice's rows copied into their columns of the host's [rows][vocab] on copy_stream_ while the
+// The LM head over slices of the vocabulary, kLogitSliceBytes of logits or more each (up to
+// kMaxLogitSlices), each slice's rows copied into their columns of the host's [rows][vocab] on copy_stream_ while the
 // next slice computes: the copy runs at the link's ~50 GB/s, 0.34 ms for 29 rows of Qwen3-8B's
 // 151,936 logits, and in one piece it waited for the whole product. The device holds the slices
 // one after another, each [rows][its width]. stream_ waits for the copies at the end (in a graph,
@@ -278,7 +279,7 @@ void CudaBackend::enqueue_logits(int64_t logit_rows) {
   if (logit_rows == 0) return;
   const int64_t vocab = config_.vocab_size, hidden = config_.hidden_size;
   const int64_t bytes = logit_rows * vocab * int64_t(sizeof(float));
-  const int slices = int(std::clamp<int64_t>(bytes / (int64_t(2) << 20), 1, kMaxLogitSlices));
+  const int slices = int(std::clamp<int64_t>(bytes / kLogitSliceBytes, 1, kMaxLogitSlices));
   for (int s = 0; s < slices; ++s) {
     const int64_t begin = s * vocab / slices, width = (s + 1) * vocab / slices - begin;
     float* slice = workspace_.logits.data() + logit_rows * begin;
