@@ -69,12 +69,16 @@ __device__ inline void store_params(DeviceParams p, ParamFormat format, const fl
   *reinterpret_cast<uint32_t*>(out) = uint32_t(scale_bits) | (uint32_t(zero_bits) << 16);
 }
 
+// A q8 pair as stored (exponent in the low byte, zero code in the high byte), decoded.
+__device__ __forceinline__ DeviceParams decode_q8_params(uint32_t pair, const float* q8_scales) {
+  const float scale = q8_scales[pair & 0xffu];
+  return {scale, float(int8_t(pair >> 8)) * scale / 16.0f};
+}
+
 template <ParamFormat Format>
 __device__ __forceinline__ DeviceParams load_params(const uint8_t* in, const float* q8_scales) {
   if constexpr (Format == ParamFormat::q8) {
-    const uint32_t pair = *reinterpret_cast<const uint16_t*>(in);
-    const float scale = q8_scales[pair & 0xffu];
-    return {scale, float(int8_t(pair >> 8)) * scale / 16.0f};
+    return decode_q8_params(*reinterpret_cast<const uint16_t*>(in), q8_scales);
   }
   const uint32_t bits = *reinterpret_cast<const uint32_t*>(in);
   if constexpr (Format == ParamFormat::f16) {
