@@ -424,15 +424,46 @@ std::vector<double> reference_attention(const PageLayout& layout, const PageLayo
   return out;
 }
 
+// Rewrites the key of every position [0, last] of a sequence, in each of its storages (bf16,
+// quantized, band), as the constant vector z * (1, ..., 1) with z rising linearly from 0 at
+// position 0 to `top` at `last`: quantized keys as all-zero codes under a group zero point of z.
+void write_rising_keys(const KvCacheConfig& kv, const PageLayout& layout, const PageLayout& band_layout,
+                       HostArenas& arenas, const std::vector<LogicalPage>& pages, int64_t last, int num_kv_heads,
+                       float top) {
+  const int64_t d = layout.head_dim;
+  for (int64_t j = 0; j <= last; ++j) {
+    const float z = top * float(j) / float(last);
+    const LogicalPage page = pages[size_t(j / layout.page_size_tokens)];
+    const int64_t slot = j % layout.page_size_tokens;
+    for (int h = 0; h < num_kv_heads; ++h) {
+      auto* full = reinterpret_cast<uint16_t*>(arenas.full.data() + page.full * layout.full_page_bytes +
+                                               layout.full_key_offset(h, slot));
+      for (int64_t c = 0; c < d; ++c) full[c] = float_to_bf16(z);
+      for (const bool banded : {false, true}) {
+        if (banded ? !kv.has_band() : layout.bits == 0) continue;
+        const PageLayout& l = banded ? band_layout : layout;
+        auto* base = reinterpret_cast<uint8_t*>(banded ? arenas.band.data() + page.band * l.quantized_page_bytes
+                                                       : arenas.quantized.data() + page.quantized * l.quantized_page_bytes);
+        std::memset(base + l.key_codes(h, slot), 0, size_t(d * l.bits / 8));
+        for (int64_t g = 0; g < d / l.group_size; ++g) {
+          store_params(params_for_range(z, z, l.bits, l.param_format), l.param_format, base + l.key_params(h, slot, g));
+        }
+      }
+    }
+  }
+}
+
 // Sequences of `cached[s]` tokens, each with a step of `step_tokens[s]` query rows (1: a decode
 // row), every page present in every format at shuffled page ids, random page bytes and queries; the
 // step's attention through the decode kernel (`prefill` false: single-token steps; on
 // `decode_grid` blocks, 0: as many as the GPU holds at once; in splits of `split_tokens`
 // positions, 0: the plan's) or the prefill kernel, then the combine, each query row against
-// float64.
+// float64. `score_rise` > 0: the keys rewritten by write_rising_keys and the queries shifted by +1
+// (channel sums near +128), so that every head's scores rise by about that much (natural log
+// units) from the first position to the last.
 void expect_attention_matches_reference(const AttentionCase& a, const std::vector<int64_t>& cached,
                                         const std::vector<int64_t>& step_tokens, bool prefill, int decode_grid = 0,
-                                        int64_t split_tokens = 0) {
+                                        int64_t split_tokens = 0, double score_rise = 0.0) {
   KvCacheConfig kv;
   kv.dtype = a.dtype;
   kv.group_size = a.group_size;
@@ -476,6 +507,17 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
     }
     sequences[s].attach_prefix(tables[s], cached[s]);
   }
+  HostArenas arenas{to_host(full, full.size()), to_host(quantized, quantized.size()), to_host(band, band.size())};
+  if (score_rise > 0) {
+    const float top = float(score_rise * std::sqrt(double(d)) / d);  // a query's channels sum to about d
+    for (size_t s = 0; s < cached.size(); ++s) {
+      write_rising_keys(kv, layout, band_layout, arenas, tables[s], last_position[s], num_kv_heads, top);
+    }
+    check(cudaMemcpy(full.data(), arenas.full.data(), full.size(), cudaMemcpyHostToDevice), "test upload");
+    check(cudaMemcpy(quantized.data(), arenas.quantized.data(), quantized.size(), cudaMemcpyHostToDevice),
+          "test upload");
+    check(cudaMemcpy(band.data(), arenas.band.data(), band.size(), cudaMemcpyHostToDevice), "test upload");
+  }
   int64_t first_token = 0;
   for (size_t s = 0; s < cached.size(); ++s) {
     steps.push_back({std::span(&tokens[size_t(first_token)], size_t(step_tokens[s])), &sequences[s], false});
@@ -499,7 +541,8 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   DeviceStep device_step;
   device_step.upload(plan, nullptr);
   const int64_t q_width = int64_t(num_kv_heads) * a.query_group * d;
-  const auto queries = random_floats(size_t(row_count * q_width), 12, -2.f, 2.f);
+  const auto queries = random_floats(size_t(row_count * q_width), 12, score_rise > 0 ? -1.f : -2.f,
+                                     score_rise > 0 ? 3.f : 2.f);
   const auto d_queries = to_device(queries);
   DeviceBuffer<float> partials(size_t(plan.partial_records * partial_record_floats(a.query_group, d)));
   const DeviceBuffer<float> d_q8 = make_q8_scale_table();
@@ -531,7 +574,6 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   launch_attention_combine(device_step.combine(), row_count, plan.max_splits(), partials.data(), num_kv_heads,
                            a.query_group, d, out.data(), out_float.data(), nullptr);
   const auto actual = to_host(out_float, out_float.size());
-  const HostArenas arenas{to_host(full, full.size()), to_host(quantized, quantized.size()), to_host(band, band.size())};
   int64_t row = 0;
   for (size_t s = 0; s < cached.size(); ++s) {
     double worst = 0.0;
@@ -570,6 +612,14 @@ TEST_P(CudaDecodeAttention, FewerBlocksThanUnitsMatchFloat64Reference) {
 TEST_P(CudaDecodeAttention, LongSplitsMatchFloat64Reference) {
   expect_attention_matches_reference(GetParam(), {20000}, {1}, /*prefill=*/false, /*decode_grid=*/0,
                                      /*split_tokens=*/kLongerDecodeSplits[0]);
+}
+
+// Scores that rise by 30 (natural log units) along a row: the running max is raised again and again
+// inside a warp's share (by more than the kernel's slack of 2^4, and by less), so the rescale of
+// what was accumulated, and the weights above 1 between raises, are checked against float64.
+TEST_P(CudaDecodeAttention, RisingScoresMatchFloat64Reference) {
+  expect_attention_matches_reference(GetParam(), {9001}, {1}, /*prefill=*/false, /*decode_grid=*/0,
+                                     /*split_tokens=*/0, /*score_rise=*/30.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
