@@ -614,12 +614,14 @@ TEST_P(CudaDecodeAttention, LongSplitsMatchFloat64Reference) {
                                      /*split_tokens=*/kLongerDecodeSplits[0]);
 }
 
-// Scores that rise by 30 (natural log units) along a row: the running max is raised again and again
-// inside a warp's share (by more than the kernel's slack of 2^4, and by less), so the rescale of
-// what was accumulated, and the weights above 1 between raises, are checked against float64.
+// Scores that rise by 30 (natural log units) along a row, in splits of 4096 positions (the plan
+// would cut this one row into pieces of 256, a single INT2 super-tile per warp): each warp takes
+// every fourth tile of a piece, over which its scores rise by about 20 (log2 units), so the running
+// max is raised several times inside its share, each time past the kernel's slack of 4, with weights
+// up to 2^4 between raises; the rescales of what was accumulated are checked against float64.
 TEST_P(CudaDecodeAttention, RisingScoresMatchFloat64Reference) {
   expect_attention_matches_reference(GetParam(), {9001}, {1}, /*prefill=*/false, /*decode_grid=*/0,
-                                     /*split_tokens=*/0, /*score_rise=*/30.0);
+                                     /*split_tokens=*/kLongestDecodeSplit, /*score_rise=*/30.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(
