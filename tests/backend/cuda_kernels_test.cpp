@@ -513,10 +513,9 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
     for (size_t s = 0; s < cached.size(); ++s) {
       write_rising_keys(kv, layout, band_layout, arenas, tables[s], last_position[s], num_kv_heads, top);
     }
-    check(cudaMemcpy(full.data(), arenas.full.data(), full.size(), cudaMemcpyHostToDevice), "test upload");
-    check(cudaMemcpy(quantized.data(), arenas.quantized.data(), quantized.size(), cudaMemcpyHostToDevice),
-          "test upload");
-    check(cudaMemcpy(band.data(), arenas.band.data(), band.size(), cudaMemcpyHostToDevice), "test upload");
+    upload(arenas.full, full);
+    upload(arenas.quantized, quantized);
+    upload(arenas.band, band);
   }
   int64_t first_token = 0;
   for (size_t s = 0; s < cached.size(); ++s) {

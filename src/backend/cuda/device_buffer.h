@@ -53,11 +53,12 @@ class DeviceBuffer {
   size_t count_ = 0;
 };
 
-// `host` copied into `device`, resized to hold it.
-inline void upload(const std::vector<float>& host, DeviceBuffer<float>& device) {
+// `host` copied into `device`, resized to hold it (kept where the size is the same).
+template <typename T>
+void upload(const std::vector<T>& host, DeviceBuffer<T>& device) {
   device.resize(host.size());
   if (!host.empty()) {
-    check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice),
+    check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
           "cudaMemcpy(host to device)");
   }
 }
