@@ -2,7 +2,9 @@
 # Runs on the GPU machine (the device tool): builds the CUDA backend, runs the GPU tests with
 # compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
 # Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step] [linear]
-#                            [accuracy] [accuracy-cpu] [calibrate] [serve]
+#                            [paired] [accuracy] [accuracy-cpu] [calibrate] [serve]
+#   paired:       INT2 decode attention (OSCAR's q8 parameters and band) without and with the decode
+#                 kernel's paired m-tiles, alternating, two rounds, at the targets' shapes
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
 #                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
 #   accuracy-cpu: the CPU reference campaign on this machine's cores, resuming from the results in
@@ -39,6 +41,25 @@ for stage in "$@"; do
       stdbuf -oL ./build-gpu/src/cli/oscar bench decode-step --max-batch-context 100000 --json "$out/decode_step.json" 2>&1 | tee "$logs/decode_step.log" ;;
     linear)
       stdbuf -oL ./build-gpu/src/cli/oscar bench linear --json "$out/linear.json" 2>&1 | tee "$logs/linear.log" ;;
+    paired)
+      for round in 1 2; do
+        for flag in "" --pair-m-tiles; do
+          name=paired-ab-${flag:+paired-}$round
+          stdbuf -oL ./build-gpu/src/cli/oscar bench decode-attention --kv-dtypes int2 --kv-scale-format q8 \
+            --kv-band-tokens 768 --contexts 32768,65536,100000,131072 --batches 8,16,32 $flag \
+            --json "$logs/$name.json" 2>&1 | tee "$logs/$name.log"
+        done
+      done
+      # One file: each run's rows with its round and its copy bandwidth.
+      python3 - "$logs" "$out/decode_attention_paired_ab.json" <<'PY'
+import glob, json, sys
+rows = []
+for path in sorted(glob.glob(sys.argv[1] + "/paired-ab-*.json")):
+    run = json.load(open(path))
+    rows += [dict(r, round=int(path.split("-")[-1].split(".")[0]), copy_gbps=run["copy_gbps"]) for r in run["rows"]]
+json.dump({"device": run["device"], "driver": run["driver"], "rows": rows}, open(sys.argv[2], "w"), indent=1)
+PY
+      ;;
     ours)
       stdbuf -oL ./build-gpu/src/cli/oscar bench decode-attention --iterations 10 --json "$out/decode_attention.json" 2>&1 | tee "$logs/decode_attention.log" ;;
     accuracy)

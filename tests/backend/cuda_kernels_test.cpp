@@ -463,7 +463,7 @@ void write_rising_keys(const KvCacheConfig& kv, const PageLayout& layout, const 
 // units) from the first position to the last.
 void expect_attention_matches_reference(const AttentionCase& a, const std::vector<int64_t>& cached,
                                         const std::vector<int64_t>& step_tokens, bool prefill, int decode_grid = 0,
-                                        int64_t split_tokens = 0, double score_rise = 0.0) {
+                                        int64_t split_tokens = 0, double score_rise = 0.0, bool pair_m_tiles = false) {
   KvCacheConfig kv;
   kv.dtype = a.dtype;
   kv.group_size = a.group_size;
@@ -563,6 +563,7 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   args.group = a.query_group;
   args.score_scale = attention_score_scale(d);
   args.q8_scales = d_q8.data();
+  args.pair_m_tiles = pair_m_tiles;
   if (prefill) {
     launch_prefill_attention(args, prefill_attention_resident_blocks(), nullptr);
   } else {
@@ -621,6 +622,25 @@ TEST_P(CudaDecodeAttention, LongSplitsMatchFloat64Reference) {
 TEST_P(CudaDecodeAttention, RisingScoresMatchFloat64Reference) {
   expect_attention_matches_reference(GetParam(), {9001}, {1}, /*prefill=*/false, /*decode_grid=*/0,
                                      /*split_tokens=*/kLongestDecodeSplit, /*score_rise=*/30.0);
+}
+
+// The four tests above with the decode kernel's paired m-tiles (AttentionArgs::pair_m_tiles), where
+// the format has that kernel: INT2/INT4 in groups of 64 or 128, at most four query heads per KV head.
+TEST_P(CudaDecodeAttention, PairedMTilesMatchFloat64Reference) {
+  const AttentionCase& a = GetParam();
+  if (a.dtype == KvDtype::bf16 || a.group_size < 64 || a.query_group > 4) {
+    GTEST_SKIP() << "no paired kernel for " << a.name;
+  }
+  expect_attention_matches_reference(a, {37, 700, 9001}, {1, 1, 1}, /*prefill=*/false, /*decode_grid=*/0,
+                                     /*split_tokens=*/0, /*score_rise=*/0.0, /*pair_m_tiles=*/true);
+  expect_attention_matches_reference(a, {700, 9001}, {1, 1}, /*prefill=*/false, /*decode_grid=*/7,
+                                     /*split_tokens=*/0, /*score_rise=*/0.0, /*pair_m_tiles=*/true);
+  expect_attention_matches_reference(a, {20000}, {1}, /*prefill=*/false, /*decode_grid=*/0,
+                                     /*split_tokens=*/kLongerDecodeSplits[0], /*score_rise=*/0.0,
+                                     /*pair_m_tiles=*/true);
+  expect_attention_matches_reference(a, {9001}, {1}, /*prefill=*/false, /*decode_grid=*/0,
+                                     /*split_tokens=*/kLongestDecodeSplit, /*score_rise=*/30.0,
+                                     /*pair_m_tiles=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -27,6 +27,8 @@
 // their own path (process_packed_item): ldmatrix loads of the codes, no subtraction, super-tiles, the
 // query one f16 operand (2^-11 relative, 8x finer than the bf16 activations it comes from).
 // Other formats keep per-lane word loads (a 32-channel group would split an m-tile's rows).
+// Where a GQA group has at most four heads, the score mma's unused columns can hold a second
+// m-tile's scores (AttentionArgs::pair_m_tiles, process_packed_item's `Paired`).
 #include "backend/cuda/decode_attention.h"
 
 #include <cfloat>
@@ -105,8 +107,10 @@ constexpr float kMaxSlack = 4.0f;
 // Scores of `Tiles` 16-token tiles (tile i, row g: s[i][0], s[i][1]; row g+8: s[i][2], s[i][3])
 // become weights; returns the factor that rescales what was accumulated before
 // (2^(old max - new max)) for heads 2t, 2t+1, 1 where the max stays. `rescale(correction)` applies
-// it to accumulators beyond WarpState's, and runs only when the max was raised.
-template <int Tiles, typename Rescale>
+// it to accumulators beyond WarpState's, and runs only when the max was raised. `EmptyColumns`: a
+// column may have no valid score yet (its max still -inf; paired m-tiles, see process_packed_item),
+// so its weights are taken against 0 and its correction is 1 rather than 2^(-inf + inf).
+template <bool EmptyColumns = false, int Tiles, typename Rescale>
 __device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& state, float (&correction)[2],
                                                Rescale rescale) {
   float lane_max[2];
@@ -126,7 +130,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& 
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
       const float new_max = fmaxf(state.max[e], tile_max);
-      correction[e] = fast_exp2(state.max[e] - new_max);
+      correction[e] = EmptyColumns && new_max == -INFINITY ? 1.0f : fast_exp2(state.max[e] - new_max);
       state.sum[e] *= correction[e];
       state.max[e] = new_max;
     }
@@ -142,10 +146,11 @@ __device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& 
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     float sum = state.sum[e];
+    const float max = EmptyColumns && state.max[e] == -INFINITY ? 0.0f : state.max[e];
 #pragma unroll
     for (int i = 0; i < Tiles; ++i) {
-      s[i][e] = fast_exp2(s[i][e] - state.max[e]);
-      s[i][e + 2] = fast_exp2(s[i][e + 2] - state.max[e]);
+      s[i][e] = fast_exp2(s[i][e] - max);
+      s[i][e + 2] = fast_exp2(s[i][e + 2] - max);
       sum += s[i][e] + s[i][e + 2];
     }
     state.sum[e] = sum;
@@ -312,13 +317,15 @@ class QueryValues {
 
 // Writes this warp's state for the group's heads into its slice of the merge area:
 // [max[G], sum[G], out[G][D]]; `channel_value(tile, row_half, e)` gives out for row g / g+8.
-template <typename ChannelOf, typename ValueOf>
+// `Paired` (process_packed_item): columns 4-7 hold a second state of heads 0-3, written as a
+// second slice (the warp's slices are 2w and 2w + 1 of kPairedStates).
+template <bool Paired = false, typename ChannelOf, typename ValueOf>
 __device__ __forceinline__ void write_warp_state(const Lane& l, int group, const WarpState& state,
                                                  float* merge, ChannelOf channel_of, ValueOf value_of) {
-  float* mine = merge + l.warp * group * (kHeadDim + 2);
+  float* mine = merge + (Paired ? 2 * l.warp + (l.t >> 1) : l.warp) * group * (kHeadDim + 2);
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    const int head = 2 * l.t + e;
+    const int head = Paired ? (2 * l.t + e) & 3 : 2 * l.t + e;
     if (head >= group) continue;
     if (l.g == 0) {
       mine[head] = state.max[e];
@@ -766,7 +773,16 @@ struct PackedParams {
 
 // `Band`: the band's pages (AttentionArgs::band_layout and band_pages, PageIds::band) instead of
 // the cache's quantized ones.
-template <int Bits, int Group, ParamFormat Format, bool Band = false>
+//
+// `Paired` (GQA groups of at most four heads, Qwen3-4B/8B and Llama-3.1-8B among them): the score
+// mma's columns 4-7, which would hold no head, hold the next m-tile's scores. The query fills both
+// halves of the B operand (lane g holds head g & 3), each m-tile's mma give its scores in both, and
+// lanes t < 2 keep m-tile 2p's (columns 0-3), lanes t >= 2 m-tile 2p + 1's (columns 4-7): the
+// parameters, the softmax and the weights are computed once per pair of m-tiles instead of once per
+// m-tile, by every lane. The value mma of m-tile 2p takes the weights of columns 0-3 only (the others
+// zero), that of 2p + 1 those of columns 4-7, so the outputs' columns 0-3 and 4-7 are two softmax
+// states of the same heads over alternate m-tiles, merged like two warps' (kPairedStates).
+template <int Bits, int Group, ParamFormat Format, bool Band = false, bool Paired = false>
 __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
   using Codes = PackedCodes<Bits>;
   using Tile = PackedTile<Bits, Group, Format>;
@@ -794,7 +810,7 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
     const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
     return chunk * Codes::kChunkChannels + 2 * Codes::kHalfWordCodes * l.t + e;
   };
-  QueryValues query(c, l.g, loads_query_first(tiles), [&](int i) {
+  QueryValues query(c, Paired ? l.g & 3 : l.g, loads_query_first(tiles), [&](int i) {
     return query_channel(i / 4, i / 2 % 2) + (i & 1) * Codes::kHalfWordCodes;
   });
   TilePageIds page_ids(tiles.count, [&](int k) { return page_id(page_position(tiles.position(k), page_size).page); });
@@ -900,7 +916,9 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
       q_sum_part[grp] += x0 + x1;
     }
   }
-  // Lane (g, t) scores heads 2t and 2t + 1: gather their sums from the lanes holding them.
+  // Lane (g, t) scores heads 2t and 2t + 1 (Paired: (2t, 2t + 1) & 3): gather their sums from the
+  // lanes holding them.
+  auto column_head = [&](int e) { return Paired ? (2 * l.t + e) & 3 : 2 * l.t + e; };
   float offset[kGroups][2], q_sum[kGroups][2];
 #pragma unroll
   for (int grp = 0; grp < kGroups; ++grp) {
@@ -910,8 +928,8 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
     q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * (2 * l.t + e));
-      q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * (2 * l.t + e));
+      offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * column_head(e));
+      q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * column_head(e));
     }
   }
   float zero_acc[kGroups][2];     // sum of p * value zero point
@@ -935,20 +953,26 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   // interleaved; the first and last ones skip or mask what lies outside.
   const PackedParams<Bits, Group, Format> params{reinterpret_cast<float2*>(pool + kPoolBytes - Tile::kDecodedBytes),
                                                  c.q8_scales};
+  constexpr int kScoreSets = Paired ? kMTiles / 2 : kMTiles;  // score registers: m-tiles or pairs
+  const bool upper_columns = Paired && l.t >= 2;               // this lane keeps m-tile 2p + 1's scores
+  const uint32_t low_columns = l.g < 4 ? ~0u : 0u;             // lane g holds B operand column g
+  // The m-tile whose scores (and weights) score set `set` holds in this lane.
+  auto lane_tile = [&](int set) { return Paired ? 2 * set + int(upper_columns) : set; };
   auto compute_super_tile = [&](int start, unsigned char* buffer, auto inside) {
     constexpr bool kInside = decltype(inside)::value;
     const uint32_t codes = shared_address(buffer);
     params.prepare(buffer, l.lane);
-    // Scores of the m-tiles: rows g, g+8; heads 2t, 2t+1.
-    float s[kMTiles][4];
+    // The dot products of m-tile i, dot[grp] per group, rows g, g+8, heads 2t, 2t+1 (Paired: & 3).
+    // Paired: zero for an m-tile outside the item (its scores are masked below).
+    auto tile_dots = [&](int i, float (&dot)[2][4]) {
+      if (Paired && !kInside && !live(start, i)) {
 #pragma unroll
-    for (int i = 0; i < kMTiles; ++i) {
-      s[i][0] = s[i][1] = s[i][2] = s[i][3] = -INFINITY;
-      if (!kInside && !live(start, i)) continue;
+        for (int x = 0; x < 8; ++x) dot[x / 4][x % 4] = 0.f;
+        return;
+      }
       // The dot products start from minus the constant 64's share, so they end as sum q * code.
       // Channels 0-63 and 64-127 accumulate apart (a group of 128 adds the two), so that each
       // chain of dependent mma is four long.
-      float dot[2][4];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const bool starts_group = 64 * h % Group == 0;
@@ -969,6 +993,27 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
 #pragma unroll
         for (int x = 0; x < 4; ++x) dot[0][x] += dot[1][x];
       }
+    };
+    // Scores of the score sets: rows g, g+8 of m-tile lane_tile(set); heads 2t, 2t+1 (Paired: & 3).
+    float s[kScoreSets][4];
+#pragma unroll
+    for (int set = 0; set < kScoreSets; ++set) {
+      s[set][0] = s[set][1] = s[set][2] = s[set][3] = -INFINITY;
+      if (!Paired && !kInside && !live(start, set)) continue;
+      float dot[2][4];
+      if constexpr (Paired) {
+        float low[2][4], high[2][4];
+        tile_dots(2 * set, low);
+        tile_dots(2 * set + 1, high);
+#pragma unroll
+        for (int grp = 0; grp < kGroups; ++grp) {
+#pragma unroll
+          for (int x = 0; x < 4; ++x) dot[grp][x] = upper_columns ? high[grp][x] : low[grp][x];
+        }
+      } else {
+        tile_dots(set, dot);
+      }
+      const int i = lane_tile(set);
       // The first group's terms start the scores (0 + x is not x for the compiler: -0).
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
@@ -979,14 +1024,14 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
                                 p1.scale * dot[grp][2] + p1.zero * q_sum[grp][0],
                                 p1.scale * dot[grp][3] + p1.zero * q_sum[grp][1]};
 #pragma unroll
-        for (int x = 0; x < 4; ++x) s[i][x] = grp == 0 ? terms[x] : s[i][x] + terms[x];
+        for (int x = 0; x < 4; ++x) s[set][x] = grp == 0 ? terms[x] : s[set][x] + terms[x];
       }
       if (!kInside && (start + kTileTokens * i < begin || start + kTileTokens * (i + 1) > end)) {
-        mask_tile(s[i], start + kTileTokens * i, l.g, begin, end);
+        mask_tile(s[set], start + kTileTokens * i, l.g, begin, end);
       }
     }
     float correction[2];
-    online_softmax(s, state, correction, [&](const float (&f)[2]) {
+    online_softmax<Paired>(s, state, correction, [&](const float (&f)[2]) {
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
         zero_acc[grp][0] *= f[0];
@@ -998,32 +1043,50 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
       }
     });
 #pragma unroll
-    for (int i = 0; i < kMTiles; ++i) {
-      if (!kInside && !live(start, i)) continue;
+    for (int set = 0; set < kScoreSets; ++set) {
+      if (!Paired && !kInside && !live(start, set)) continue;
+      const int i = lane_tile(set);
+      // Paired: the parameters of an m-tile outside the item were never copied (garbage f16 could
+      // be NaN, and 0 * NaN is not 0); its weights are 0.
+      const bool lane_tile_dead = Paired && !kInside && !live(start, i);
       // Weights per value group: P * scale as the B operand, P * zero summed on the side.
       uint32_t weights[kGroups][2];
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
-        const DeviceParams p0 = params.get(buffer, true, i, l.g, grp);
-        const DeviceParams p1 = params.get(buffer, true, i, l.g + 8, grp);
-        zero_acc[grp][0] += s[i][0] * p0.zero + s[i][2] * p1.zero;
-        zero_acc[grp][1] += s[i][1] * p0.zero + s[i][3] * p1.zero;
-        weights[grp][0] = movmatrix_trans(pack_f16x2(s[i][0] * p0.scale, s[i][1] * p0.scale));
-        weights[grp][1] = movmatrix_trans(pack_f16x2(s[i][2] * p1.scale, s[i][3] * p1.scale));
+        DeviceParams p0 = params.get(buffer, true, i, l.g, grp);
+        DeviceParams p1 = params.get(buffer, true, i, l.g + 8, grp);
+        if (lane_tile_dead) p0 = p1 = DeviceParams{0.f, 0.f};
+        zero_acc[grp][0] += s[set][0] * p0.zero + s[set][2] * p1.zero;
+        zero_acc[grp][1] += s[set][1] * p0.zero + s[set][3] * p1.zero;
+        weights[grp][0] = movmatrix_trans(pack_f16x2(s[set][0] * p0.scale, s[set][1] * p0.scale));
+        weights[grp][1] = movmatrix_trans(pack_f16x2(s[set][2] * p1.scale, s[set][3] * p1.scale));
         const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
         mma_f16(weight_sum[grp], ones, weights[grp]);
       }
-      // x[2h]: tokens 2t, 2t+1 (x[2h + 1]: 2t+8, 2t+9) of chunk q = 2 * load + h, channels
-      // q * kChunkChannels + kHalfWordCodes * g + (0..kHalfWordCodes-1) per half-word; m-tile
-      // kTilesPerChunk * q + k: row g is that channel + pair_first(k), row g+8 + pair_second(k).
+      // The set's m-tiles' outputs (Paired: each with its columns' weights).
 #pragma unroll
-      for (int load = 0; load < Codes::kLoads; ++load) {
-        uint32_t x[4];
-        ldmatrix_x4_trans(x, codes + Tile::kValueCodes + Tile::kMTileCodeBytes * i + matrix_row[load]);
-        Codes::template for_each_tile<false>(x, [&](int tile, const uint32_t(&va)[4]) {
-          const int mt = kTilesPerLoad * load + tile;
-          mma_f16(state.acc[mt], va, weights[Tile::group_of_tile(mt)]);
-        });
+      for (int k = 0; k < (Paired ? 2 : 1); ++k) {
+        const int tile = Paired ? 2 * set + k : set;
+        if (Paired && !kInside && !live(start, tile)) continue;
+        uint32_t b[kGroups][2];
+#pragma unroll
+        for (int grp = 0; grp < kGroups; ++grp) {
+          const uint32_t columns = Paired ? (k ? ~low_columns : low_columns) : ~0u;
+          b[grp][0] = weights[grp][0] & columns;
+          b[grp][1] = weights[grp][1] & columns;
+        }
+        // x[2h]: tokens 2t, 2t+1 (x[2h + 1]: 2t+8, 2t+9) of chunk q = 2 * load + h, channels
+        // q * kChunkChannels + kHalfWordCodes * g + (0..kHalfWordCodes-1) per half-word; m-tile
+        // kTilesPerChunk * q + k: row g is that channel + pair_first(k), row g+8 + pair_second(k).
+#pragma unroll
+        for (int load = 0; load < Codes::kLoads; ++load) {
+          uint32_t x[4];
+          ldmatrix_x4_trans(x, codes + Tile::kValueCodes + Tile::kMTileCodeBytes * tile + matrix_row[load]);
+          Codes::template for_each_tile<false>(x, [&](int mtile, const uint32_t(&va)[4]) {
+            const int mt = kTilesPerLoad * load + mtile;
+            mma_f16(state.acc[mt], va, b[Tile::group_of_tile(mt)]);
+          });
+        }
       }
     }
   };
@@ -1042,7 +1105,7 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
     const int k = i % Codes::kTilesPerChunk;
     return half ? Codes::pair_second(k) : Codes::pair_first(k);
   };
-  write_warp_state(
+  write_warp_state<Paired>(
       l, a.group, state, merge,
       [&](int i, int half) {
         return i / Codes::kTilesPerChunk * Codes::kChunkChannels + Codes::kHalfWordCodes * l.g + extraction(i, half);
@@ -1056,7 +1119,8 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
 
 // ---- the kernel ---------------------------------------------------------------------------------
 
-// The four warps' states of one item, merged into its partial record.
+// The States states of one item (the four warps', or kPairedStates), merged into its partial record.
+template <int States>
 __device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int kv_head, const float* merge) {
   const int group = a.group;
   const int slice = group * (kHeadDim + 2);
@@ -1065,10 +1129,10 @@ __device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int 
     const int head = index / kHeadDim, ch = index % kHeadDim;
     float max = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) max = fmaxf(max, merge[w * slice + head]);
+    for (int w = 0; w < States; ++w) max = fmaxf(max, merge[w * slice + head]);
     float sum = 0.f, out = 0.f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < States; ++w) {
       const float f = fast_exp2(merge[w * slice + head] - max);
       sum += merge[w * slice + group + head] * f;
       out += merge[w * slice + 2 * group + head * kHeadDim + ch] * f;
@@ -1101,12 +1165,26 @@ constexpr int kNextUnitOffset = kPoolsBytes + kQ8ScaleCount * sizeof(float);
 // H200; Nsight Compute: the same instructions and bytes, longer waits for the copies).
 constexpr int kSharedBytes = kNextUnitOffset + int(sizeof(NextUnit));
 
+// The states a paired packed item leaves in the merge area: two per warp (process_packed_item).
+constexpr int kPairedStates = 2 * kWarps;
+static_assert(kPairedStates * 4 * (kHeadDim + 2) * 4 <= kPoolsBytes, "paired merge area fits the pools");
+
+// The super-tile path; returns the states it left in the merge area.
+template <int Bits, int Group, ParamFormat Format, bool Band, bool Paired>
+__device__ __forceinline__ int process_packed(const ItemContext& c, WarpState& state, unsigned char* pool,
+                                              float* merge) {
+  process_packed_item<Bits, Group, Format, Band, Paired>(c, state, pool, merge);
+  return Paired ? kPairedStates : kWarps;
+}
+
 // Bits 0: bf16 pages only. Quantized items: INT2 and INT4 in groups of 64 or 128 channels take
 // the super-tile path, groups of 32 the word-load path. Band items (INT2 caches only: the band's
 // INT4 copies, f16 parameters, KvCacheConfig::band_config) take the path of the cache's groups.
-template <int Bits, int Group, ParamFormat Format>
-__device__ __forceinline__ void process_item(const ItemContext& c, WarpState& state, unsigned char* pool,
-                                             float* merge) {
+// `Paired`: the super-tile path pairs m-tiles (process_packed_item; groups of at most four heads).
+// Returns the states left in the merge area.
+template <int Bits, int Group, ParamFormat Format, bool Paired>
+__device__ __forceinline__ int process_item(const ItemContext& c, WarpState& state, unsigned char* pool,
+                                            float* merge) {
   if constexpr (Bits == 0) {
     process_full_item(c, state, pool, merge);
   } else {
@@ -1115,19 +1193,20 @@ __device__ __forceinline__ void process_item(const ItemContext& c, WarpState& st
       process_full_item(c, state, pool, merge);
     } else if (c.item.pages == KeyPages::band) {
       if constexpr (Bits == 2 && kSuperTiles) {
-        process_packed_item<4, Group, ParamFormat::f16, /*Band=*/true>(c, state, pool, merge);
+        return process_packed<4, Group, ParamFormat::f16, /*Band=*/true, Paired>(c, state, pool, merge);
       } else if constexpr (Bits == 2) {
         process_quantized_item<4, Group, ParamFormat::f16, /*Band=*/true>(c, state, pool, merge);
       }
     } else if constexpr (kSuperTiles) {
-      process_packed_item<Bits, Group, Format>(c, state, pool, merge);
+      return process_packed<Bits, Group, Format, /*Band=*/false, Paired>(c, state, pool, merge);
     } else {
       process_quantized_item<Bits, Group, Format>(c, state, pool, merge);
     }
   }
+  return kWarps;
 }
 
-template <int Bits, int Group, ParamFormat Format>
+template <int Bits, int Group, ParamFormat Format, bool Paired>
 __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const AttentionArgs args) {
   extern __shared__ __align__(128) unsigned char shared[];
   const Lane l = this_lane();
@@ -1158,11 +1237,15 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
     const ItemContext context{&args, item, kv_head, q8_scales};
     WarpState state;
     state.reset();
-    process_item<Bits, Group, Format>(context, state, pool, merge);
+    const int states = process_item<Bits, Group, Format, Paired>(context, state, pool, merge);
     __syncthreads();
     DecodeItem following{};
     if (threadIdx.x == 0 && claimed < work_units) following = args.decode_items[claimed / args.num_kv_heads];
-    merge_warps(args, item, kv_head, merge);
+    if (Paired && states == kPairedStates) {
+      merge_warps<kPairedStates>(args, item, kv_head, merge);
+    } else {
+      merge_warps<kWarps>(args, item, kv_head, merge);
+    }
     if (threadIdx.x == 0) {
       next.work = claimed;
       next.item = following;
@@ -1184,30 +1267,35 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
 
 using KernelPointer = void (*)(AttentionArgs);
 
-template <int Bits, int Group>
+template <int Bits, int Group, bool Paired>
 KernelPointer kernel_for_format(ParamFormat format) {
-  if (format == ParamFormat::q8) return decode_attention_kernel<Bits, Group, ParamFormat::q8>;
-  if (format == ParamFormat::bf16) return decode_attention_kernel<Bits, Group, ParamFormat::bf16>;
-  return decode_attention_kernel<Bits, Group, ParamFormat::f16>;
+  if (format == ParamFormat::q8) return decode_attention_kernel<Bits, Group, ParamFormat::q8, Paired>;
+  if (format == ParamFormat::bf16) return decode_attention_kernel<Bits, Group, ParamFormat::bf16, Paired>;
+  return decode_attention_kernel<Bits, Group, ParamFormat::f16, Paired>;
 }
 
+// Paired kernels exist for the super-tile path only (groups of 64 or 128).
 template <int Bits>
-KernelPointer kernel_for_group(const PageLayout& layout) {
-  if (layout.group_size == 32) return kernel_for_format<Bits, 32>(layout.param_format);
-  if (layout.group_size == 64) return kernel_for_format<Bits, 64>(layout.param_format);
-  return kernel_for_format<Bits, 128>(layout.param_format);
+KernelPointer kernel_for_group(const PageLayout& layout, bool paired) {
+  if (layout.group_size == 32) return kernel_for_format<Bits, 32, false>(layout.param_format);
+  if (layout.group_size == 64) {
+    return paired ? kernel_for_format<Bits, 64, true>(layout.param_format)
+                  : kernel_for_format<Bits, 64, false>(layout.param_format);
+  }
+  return paired ? kernel_for_format<Bits, 128, true>(layout.param_format)
+                : kernel_for_format<Bits, 128, false>(layout.param_format);
 }
 
-KernelPointer kernel_for(const PageLayout& layout) {
-  if (layout.bits == 2) return kernel_for_group<2>(layout);
-  if (layout.bits == 4) return kernel_for_group<4>(layout);
-  return decode_attention_kernel<0, 128, ParamFormat::f16>;
+KernelPointer kernel_for(const PageLayout& layout, bool paired) {
+  if (layout.bits == 2) return kernel_for_group<2>(layout, paired);
+  if (layout.bits == 4) return kernel_for_group<4>(layout, paired);
+  return decode_attention_kernel<0, 128, ParamFormat::f16, false>;
 }
 
 static_assert(kWarps * kMaxGroup * (kHeadDim + 2) * 4 <= kPoolsBytes, "merge area fits the pools");
 
-KernelPointer prepared_kernel(const PageLayout& layout) {
-  const KernelPointer kernel = kernel_for(layout);
+KernelPointer prepared_kernel(const PageLayout& layout, bool paired) {
+  const KernelPointer kernel = kernel_for(layout, paired);
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
         "cudaFuncSetAttribute(decode_attention)");
   return kernel;
@@ -1221,8 +1309,10 @@ bool decode_attention_supports(const PageLayout& layout, int group) {
          layout.page_size_tokens % kTileTokens == 0 && format_ok;
 }
 
+// Both kernels of a layout (paired or not) are held to 3 blocks an SM by their launch bounds, with
+// the same shared memory: the unpaired one's count is either's.
 int decode_attention_resident_blocks(const PageLayout& layout) {
-  const KernelPointer kernel = prepared_kernel(layout);
+  const KernelPointer kernel = prepared_kernel(layout, /*paired=*/false);
   int device = 0, multiprocessors = 0, per_multiprocessor = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
@@ -1232,7 +1322,7 @@ int decode_attention_resident_blocks(const PageLayout& layout) {
 }
 
 void launch_decode_attention(const AttentionArgs& args, int grid_blocks, cudaStream_t stream) {
-  const KernelPointer kernel = prepared_kernel(args.layout);
+  const KernelPointer kernel = prepared_kernel(args.layout, args.pair_m_tiles && args.group <= 4);
   launch_chained("decode_attention_kernel", kernel, dim3(unsigned(grid_blocks)), dim3(kThreads), kSharedBytes, stream,
                  args);
 }
