@@ -2,9 +2,10 @@
 # Runs on the GPU machine (the device tool): builds the CUDA backend, runs the GPU tests with
 # compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
 # Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step] [linear]
-#                            [paired] [accuracy] [accuracy-cpu] [calibrate] [serve]
+#                            [paired] [paired-step] [accuracy] [accuracy-cpu] [calibrate] [serve]
 #   paired:       INT2 decode attention (OSCAR's q8 parameters and band) without and with the decode
 #                 kernel's paired m-tiles, alternating, two rounds, at the targets' shapes
+#   paired-step:  the INT2 decode step (32K and 100K x 8, the largest batch at 100K) without and with them
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
 #                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
 #   accuracy-cpu: the CPU reference campaign on this machine's cores, resuming from the results in
@@ -22,6 +23,18 @@ if [[ " $* " =~ \ (tests|sanitize|kernels)\  ]]; then
 fi
 cmake --build build-gpu -j16 --target oscar >"$logs/build-oscar.log" 2>&1 || { echo "oscar did not build:"; grep -A3 error "$logs/build-oscar.log" | head -20; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
+# merge_runs GLOB OUT: the bench JSON files GLOB names (*-ROUND.json) as one file, each row with its
+# run's round and copy bandwidth.
+merge_runs() {
+  python3 - "$1" "$2" <<'PY'
+import glob, json, sys
+rows = []
+for path in sorted(glob.glob(sys.argv[1])):
+    run = json.load(open(path))
+    rows += [dict(r, round=int(path.split("-")[-1].split(".")[0]), copy_gbps=run["copy_gbps"]) for r in run["rows"]]
+json.dump({"device": run["device"], "driver": run["driver"], "rows": rows}, open(sys.argv[2], "w"), indent=1)
+PY
+}
 for stage in "$@"; do
   case $stage in
     tests)
@@ -50,16 +63,14 @@ for stage in "$@"; do
             --json "$logs/$name.json" 2>&1 | tee "$logs/$name.log"
         done
       done
-      # One file: each run's rows with its round and its copy bandwidth.
-      python3 - "$logs" "$out/decode_attention_paired_ab.json" <<'PY'
-import glob, json, sys
-rows = []
-for path in sorted(glob.glob(sys.argv[1] + "/paired-ab-*.json")):
-    run = json.load(open(path))
-    rows += [dict(r, round=int(path.split("-")[-1].split(".")[0]), copy_gbps=run["copy_gbps"]) for r in run["rows"]]
-json.dump({"device": run["device"], "driver": run["driver"], "rows": rows}, open(sys.argv[2], "w"), indent=1)
-PY
-      ;;
+      merge_runs "$logs/paired-ab-*.json" "$out/decode_attention_paired_ab.json" ;;
+    paired-step)
+      for flag in "" --pair-m-tiles; do
+        stdbuf -oL ./build-gpu/src/cli/oscar bench decode-step --kv-dtypes int2 --kv-scale-format q8 \
+          --contexts 32768,100000 --batches 8 --max-batch-context 100000 $flag \
+          --json "$logs/paired-step-${flag:+paired-}1.json" 2>&1 | tee "$logs/paired-step-${flag:+paired-}1.log"
+      done
+      merge_runs "$logs/paired-step-*.json" "$out/decode_step_paired_ab.json" ;;
     ours)
       stdbuf -oL ./build-gpu/src/cli/oscar bench decode-attention --iterations 10 --json "$out/decode_attention.json" 2>&1 | tee "$logs/decode_attention.log" ;;
     accuracy)
