@@ -7,6 +7,121 @@
 
 namespace oscar::cuda::decode {
 
+// A lane's copies of a packed item's m-tiles: lane L takes 16-byte chunk L (and L + 32, ...) of an
+// m-tile's key codes and of its value codes, rows kRowsPerCopy apart; lanes below 2 * param chunks
+// take one chunk of the key or the value parameters. Offsets inside a page are 32-bit (a page of
+// 4096 tokens of 64 KV heads is 18 MB of INT2).
+template <int Bits, int Group, ParamFormat Format>
+struct PackedCopies {
+  using Codes = PackedCodes<Bits>;
+  using Tile = PackedTile<Bits, Group, Format>;
+  static constexpr int kCopiesPerMTile = Codes::kChunks / 2;
+  static constexpr int kRowsPerCopy = 32 / Codes::kChunks;
+  static constexpr int kParamChunks = Tile::kMTileParamBytes / 16;
+  static constexpr int kParamBytesPerToken = Tile::kGroups * Tile::kParamBytes;
+
+  uint32_t code_destination, key_codes, value_codes;
+  bool copies_params;
+  uint32_t param_source, param_destination, param_chunk_offset;
+
+  __device__ PackedCopies(const PageLayout& layout, int kv_head, int page_size, int lane) {
+    const int code_row = lane / Codes::kChunks, code_chunk = lane % Codes::kChunks;
+    code_destination = Codes::row_chunk(code_row, code_chunk);
+    const uint32_t head_codes = uint32_t(kv_head * page_size + code_row) * Codes::kRowBytes + code_chunk * 16;
+    key_codes = uint32_t(layout.key_codes_offset) + head_codes;
+    value_codes = uint32_t(layout.value_codes_offset) + head_codes;
+    copies_params = lane < 2 * kParamChunks;
+    const bool copies_value_params = lane >= kParamChunks;
+    param_source =
+        copies_value_params
+            ? uint32_t(layout.value_params_offset + kv_head * layout.value_param_pairs_per_head * Tile::kParamBytes)
+            : uint32_t(layout.key_params_offset + kv_head * layout.key_param_pairs_per_head * Tile::kParamBytes);
+    param_destination = (copies_value_params ? Tile::kValueParams : Tile::kKeyParams) + (lane % kParamChunks) * 16;
+    param_chunk_offset = (lane % kParamChunks) * 16;
+  }
+  // The lane's sources for the m-tile that starts at `slot` of `page`.
+  __device__ __forceinline__ const std::byte* keys(const std::byte* page, uint32_t slot) const {
+    return page + (key_codes + slot * Codes::kRowBytes);
+  }
+  __device__ __forceinline__ const std::byte* values(const std::byte* page, uint32_t slot) const {
+    return page + (value_codes + slot * Codes::kRowBytes);
+  }
+  __device__ __forceinline__ const std::byte* params(const std::byte* page, uint32_t slot) const {
+    return page + (param_source + slot * kParamBytesPerToken + param_chunk_offset);
+  }
+  // m-tile i's copies into the stage at `base`, from its first row's key codes, value codes and
+  // parameters (the lane's).
+  __device__ __forceinline__ void copy_m_tile(uint32_t base, int i, const std::byte* keys, const std::byte* values,
+                                              const std::byte* params_at) const {
+#pragma unroll
+    for (int copy = 0; copy < kCopiesPerMTile; ++copy) {
+      const int rows = copy * kRowsPerCopy * Codes::kRowBytes;
+      cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination + rows, keys + rows);
+      cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination + rows, values + rows);
+    }
+    if (copies_params) cp_async_16(base + param_destination + i * Tile::kMTileParamBytes, params_at);
+  }
+};
+
+// The score mma's B operand of a packed item and its query's sums. Lane (g, t) holds head g
+// (Paired: g & 3), k-tile kt of chunk q = kt / kTilesPerChunk, channels q * kChunkChannels +
+// 2 * kHalfWordCodes * t + {e1, e1 + kHalfWordCodes | e2, e2 + kHalfWordCodes} (e1, e2 =
+// pair_first(k), pair_second(k) of k = kt % kTilesPerChunk), each divided by its extraction factor;
+// per group, for the lane's score columns (heads 2t, 2t + 1; Paired: & 3), `offset` is 64 times the
+// f16 query's sum (the constant 64's share) and `q_sum` the zero points' factor.
+template <int Bits, int Group, ParamFormat Format, bool Paired>
+struct PackedQuery {
+  using Codes = PackedCodes<Bits>;
+  using Tile = PackedTile<Bits, Group, Format>;
+  static constexpr int kGroups = Tile::kGroups;
+
+  uint32_t b[8][2];
+  float offset[kGroups][2], q_sum[kGroups][2];
+
+  // Value i of QueryValues::x: channel(l, i) of the lane's head.
+  static __device__ __forceinline__ int channel(const Lane& l, int i) {
+    const int kt = i / 4, half = i / 2 % 2;
+    const int chunk = kt / Codes::kTilesPerChunk, k = kt % Codes::kTilesPerChunk;
+    const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
+    return chunk * Codes::kChunkChannels + 2 * Codes::kHalfWordCodes * l.t + e + (i & 1) * Codes::kHalfWordCodes;
+  }
+
+  __device__ PackedQuery(const float (&x)[32], float score_scale, const Lane& l) {
+    float offset_part[kGroups], q_sum_part[kGroups];
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp) offset_part[grp] = q_sum_part[grp] = 0.f;
+#pragma unroll
+    for (int kt = 0; kt < 8; ++kt) {
+      const int k = kt % Codes::kTilesPerChunk;
+      const int grp = Tile::group_of_tile(kt);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
+        const float x0 = x[4 * kt + 2 * half] * score_scale;
+        const float x1 = x[4 * kt + 2 * half + 1] * score_scale;
+        b[kt][half] = pack_f16x2(x0 / Codes::extract_factor(e), x1 / Codes::extract_factor(e));
+        const float2 rounded = unpack_f16x2(b[kt][half]);
+        offset_part[grp] += 64.f * (rounded.x + rounded.y);
+        q_sum_part[grp] += x0 + x1;
+      }
+    }
+    // Gathered from the lanes holding the heads of the lane's columns.
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp) {
+      offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 1);
+      offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 2);
+      q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 1);
+      q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int head = Paired ? (2 * l.t + e) & 3 : 2 * l.t + e;
+        offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * head);
+        q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * head);
+      }
+    }
+  }
+};
+
 // `Band`: the band's pages (AttentionArgs::band_layout and band_pages, PageIds::band) instead of
 // the cache's quantized ones.
 //
@@ -41,49 +156,11 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   };
   // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query's
   // conversion; its loads before or after the copies (QueryValues says why).
-  auto query_channel = [&](int kt, int half) {
-    const int chunk = kt / Codes::kTilesPerChunk, k = kt % Codes::kTilesPerChunk;
-    const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
-    return chunk * Codes::kChunkChannels + 2 * Codes::kHalfWordCodes * l.t + e;
-  };
-  QueryValues query(c, Paired ? l.g & 3 : l.g, loads_query_first(tiles), [&](int i) {
-    return query_channel(i / 4, i / 2 % 2) + (i & 1) * Codes::kHalfWordCodes;
-  });
+  using Query = PackedQuery<Bits, Group, Format, Paired>;
+  QueryValues query(c, Paired ? l.g & 3 : l.g, loads_query_first(tiles), [&](int i) { return Query::channel(l, i); });
   TilePageIds page_ids(tiles.count, [&](int k) { return page_id(page_position(tiles.position(k), page_size).page); });
 
-  // Copies: lane L takes 16-byte chunk L (and L + 32, ...) of an m-tile's key codes and of its
-  // value codes, rows kRowsPerCopy apart; lanes below 2 * param chunks take one chunk of the key or
-  // the value parameters. Offsets inside a page are 32-bit (a page of 4096 tokens of 64 KV heads is
-  // 18 MB of INT2).
-  constexpr int kCopiesPerMTile = Codes::kChunks / 2;
-  constexpr int kRowsPerCopy = 32 / Codes::kChunks;
-  constexpr int kParamChunks = Tile::kMTileParamBytes / 16;
-  constexpr int kParamBytesPerToken = kGroups * Tile::kParamBytes;
-  const int code_row = l.lane / Codes::kChunks, code_chunk = l.lane % Codes::kChunks;
-  const uint32_t code_destination = Codes::row_chunk(code_row, code_chunk);
-  const uint32_t head_codes = uint32_t(c.kv_head * page_size + code_row) * Codes::kRowBytes + code_chunk * 16;
-  const uint32_t key_codes = uint32_t(layout.key_codes_offset) + head_codes;
-  const uint32_t value_codes = uint32_t(layout.value_codes_offset) + head_codes;
-  const bool copies_params = l.lane < 2 * kParamChunks;
-  const bool copies_value_params = l.lane >= kParamChunks;
-  const uint32_t param_source =
-      copies_value_params
-          ? uint32_t(layout.value_params_offset + c.kv_head * layout.value_param_pairs_per_head * Tile::kParamBytes)
-          : uint32_t(layout.key_params_offset + c.kv_head * layout.key_param_pairs_per_head * Tile::kParamBytes);
-  const uint32_t param_destination =
-      (copies_value_params ? Tile::kValueParams : Tile::kKeyParams) + (l.lane % kParamChunks) * 16;
-  const uint32_t param_chunk_offset = (l.lane % kParamChunks) * 16;
-  // An m-tile's copies from its first row's key codes, value codes and parameters (the lane's).
-  auto copy_m_tile = [&](uint32_t base, int i, const std::byte* keys, const std::byte* values,
-                         const std::byte* params_at) {
-#pragma unroll
-    for (int copy = 0; copy < kCopiesPerMTile; ++copy) {
-      const int rows = copy * kRowsPerCopy * Codes::kRowBytes;
-      cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination + rows, keys + rows);
-      cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination + rows, values + rows);
-    }
-    if (copies_params) cp_async_16(base + param_destination + i * Tile::kMTileParamBytes, params_at);
-  };
+  const PackedCopies<Bits, Group, Format> copies(layout, c.kv_head, page_size, l.lane);
 
   // Pages of a power of two >= kSuperTokens tokens hold whole super-tiles: those inside
   // [begin, end) (all but an item's first and last) take one page lookup and one address per kind,
@@ -96,13 +173,13 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
     if (whole_pages && start >= begin && start + kSuperTokens <= end) {
       const uint32_t slot = uint32_t(page_position(start, page_size).slot);
       const std::byte* page = arena + int64_t(page_ids.get(j)) * layout.quantized_page_bytes;
-      const std::byte* keys = page + (key_codes + slot * Codes::kRowBytes);
-      const std::byte* values = page + (value_codes + slot * Codes::kRowBytes);
-      const std::byte* params_at = page + (param_source + slot * kParamBytesPerToken + param_chunk_offset);
+      const std::byte* keys = copies.keys(page, slot);
+      const std::byte* values = copies.values(page, slot);
+      const std::byte* params_at = copies.params(page, slot);
 #pragma unroll
       for (int i = 0; i < kMTiles; ++i) {
-        copy_m_tile(base, i, keys + Tile::kMTileCodeBytes * i, values + Tile::kMTileCodeBytes * i,
-                    params_at + Tile::kMTileParamBytes * i);
+        copies.copy_m_tile(base, i, keys + Tile::kMTileCodeBytes * i, values + Tile::kMTileCodeBytes * i,
+                           params_at + Tile::kMTileParamBytes * i);
       }
       return;
     }
@@ -119,55 +196,15 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
         looked_up = page_index;
         page = arena + int64_t(page_id(page_index)) * layout.quantized_page_bytes;
       }
-      const uint32_t codes_at = uint32_t(slot) * Codes::kRowBytes;
-      copy_m_tile(base, i, page + (key_codes + codes_at), page + (value_codes + codes_at),
-                  page + (param_source + uint32_t(slot) * kParamBytesPerToken + param_chunk_offset));
+      copies.copy_m_tile(base, i, copies.keys(page, uint32_t(slot)), copies.values(page, uint32_t(slot)),
+                         copies.params(page, uint32_t(slot)));
     }
   };
 
   pipeline_start<Tile::kStages, Tile::kBytes>(pool, tiles.count, load);
   query.load_late();
 
-  // Score mma B operand: lane (g, t), head g, k-tile kt of chunk q = kt / kTilesPerChunk, channels
-  // q * kChunkChannels + 2 * kHalfWordCodes * t + {e1, e1 + kHalfWordCodes | e2, e2 + kHalfWordCodes}
-  // (e1, e2 = pair_first(k), pair_second(k) of k = kt % kTilesPerChunk), each divided by its
-  // extraction factor; the sums that take the constant 64 and the zero points out, per group, for
-  // head g.
-  uint32_t q_b[8][2];
-  float offset_part[kGroups], q_sum_part[kGroups];
-#pragma unroll
-  for (int grp = 0; grp < kGroups; ++grp) offset_part[grp] = q_sum_part[grp] = 0.f;
-#pragma unroll
-  for (int kt = 0; kt < 8; ++kt) {
-    const int k = kt % Codes::kTilesPerChunk;
-    const int grp = Tile::group_of_tile(kt);
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
-      const float x0 = query.x[4 * kt + 2 * half] * a.score_scale;
-      const float x1 = query.x[4 * kt + 2 * half + 1] * a.score_scale;
-      q_b[kt][half] = pack_f16x2(x0 / Codes::extract_factor(e), x1 / Codes::extract_factor(e));
-      const float2 rounded = unpack_f16x2(q_b[kt][half]);
-      offset_part[grp] += 64.f * (rounded.x + rounded.y);
-      q_sum_part[grp] += x0 + x1;
-    }
-  }
-  // Lane (g, t) scores heads 2t and 2t + 1 (Paired: (2t, 2t + 1) & 3): gather their sums from the
-  // lanes holding them.
-  auto column_head = [&](int e) { return Paired ? (2 * l.t + e) & 3 : 2 * l.t + e; };
-  float offset[kGroups][2], q_sum[kGroups][2];
-#pragma unroll
-  for (int grp = 0; grp < kGroups; ++grp) {
-    offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 1);
-    offset_part[grp] += __shfl_xor_sync(0xffffffffu, offset_part[grp], 2);
-    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 1);
-    q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * column_head(e));
-      q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * column_head(e));
-    }
-  }
+  const Query q(query.x, a.score_scale, l);
   float zero_acc[kGroups][2];     // sum of p * value zero point
   float weight_sum[kGroups][4];   // sum of the f16 weights p * value scale ([0], [1] used)
 #pragma unroll
@@ -212,8 +249,8 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const bool starts_group = 64 * h % Group == 0;
-        dot[h][0] = dot[h][2] = starts_group ? -offset[64 * h / Group][0] : 0.f;
-        dot[h][1] = dot[h][3] = starts_group ? -offset[64 * h / Group][1] : 0.f;
+        dot[h][0] = dot[h][2] = starts_group ? -q.offset[64 * h / Group][0] : 0.f;
+        dot[h][1] = dot[h][3] = starts_group ? -q.offset[64 * h / Group][1] : 0.f;
       }
 #pragma unroll
       for (int load = 0; load < Codes::kLoads; ++load) {
@@ -222,7 +259,7 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
         ldmatrix_x4(r, codes + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + matrix_row[load]);
         Codes::template for_each_tile<true>(r, [&](int tile, const uint32_t(&ka)[4]) {
           const int kt = kTilesPerLoad * load + tile;
-          mma_f16(dot[kt / 4], ka, q_b[kt]);
+          mma_f16(dot[kt / 4], ka, q.b[kt]);
         });
       }
       if constexpr (kGroups == 1) {
@@ -255,10 +292,10 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
       for (int grp = 0; grp < kGroups; ++grp) {
         const DeviceParams p0 = params.get(buffer, false, i, l.g, grp);
         const DeviceParams p1 = params.get(buffer, false, i, l.g + 8, grp);
-        const float terms[4] = {p0.scale * dot[grp][0] + p0.zero * q_sum[grp][0],
-                                p0.scale * dot[grp][1] + p0.zero * q_sum[grp][1],
-                                p1.scale * dot[grp][2] + p1.zero * q_sum[grp][0],
-                                p1.scale * dot[grp][3] + p1.zero * q_sum[grp][1]};
+        const float terms[4] = {p0.scale * dot[grp][0] + p0.zero * q.q_sum[grp][0],
+                                p0.scale * dot[grp][1] + p0.zero * q.q_sum[grp][1],
+                                p1.scale * dot[grp][2] + p1.zero * q.q_sum[grp][0],
+                                p1.scale * dot[grp][3] + p1.zero * q.q_sum[grp][1]};
 #pragma unroll
         for (int x = 0; x < 4; ++x) s[set][x] = grp == 0 ? terms[x] : s[set][x] + terms[x];
       }
