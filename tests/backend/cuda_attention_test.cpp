@@ -36,6 +36,23 @@ struct AttentionCase {
   int64_t band_tokens = 0;
 };
 
+// The KV shape of the attention tests: two KV heads of 128 channels.
+constexpr int kAttentionKvHeads = 2;
+constexpr int kAttentionHeadDim = 128;
+
+// A case's cache: a recent window of 256, the case's format, sink, page size and band.
+KvCacheConfig cache_config(const AttentionCase& a) {
+  KvCacheConfig kv;
+  kv.dtype = a.dtype;
+  kv.group_size = a.group_size;
+  kv.param_format = a.param_format;
+  kv.sink_tokens = a.sink_tokens;
+  kv.recent_tokens = 256;
+  kv.page_size_tokens = a.page_size_tokens;
+  kv.band_tokens = a.band_tokens;
+  return kv;
+}
+
 // The page arenas of the decode attention test, downloaded.
 struct HostArenas {
   std::vector<std::byte> full, quantized, band;
@@ -138,15 +155,8 @@ void write_rising_keys(const KvCacheConfig& kv, const PageLayout& layout, const 
 void expect_attention_matches_reference(const AttentionCase& a, const std::vector<int64_t>& cached,
                                         const std::vector<int64_t>& step_tokens, bool prefill, int decode_grid = 0,
                                         int64_t split_tokens = 0, double score_rise = 0.0, bool pair_m_tiles = false) {
-  KvCacheConfig kv;
-  kv.dtype = a.dtype;
-  kv.group_size = a.group_size;
-  kv.param_format = a.param_format;
-  kv.sink_tokens = a.sink_tokens;
-  kv.recent_tokens = 256;
-  kv.page_size_tokens = a.page_size_tokens;
-  kv.band_tokens = a.band_tokens;
-  const int num_kv_heads = 2, d = 128;
+  const KvCacheConfig kv = cache_config(a);
+  const int num_kv_heads = kAttentionKvHeads, d = kAttentionHeadDim;
   const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
   const PageLayout band_layout = kv.has_band() ? make_band_layout(kv, num_kv_heads, d) : PageLayout{};
   // Each sequence's pages cover its last query row's position.
@@ -302,9 +312,8 @@ TEST_P(CudaDecodeAttention, RisingScoresMatchFloat64Reference) {
 // the format has that kernel: INT2/INT4 in groups of 64 or 128, at most four query heads per KV head.
 TEST_P(CudaDecodeAttention, PairedMTilesMatchFloat64Reference) {
   const AttentionCase& a = GetParam();
-  if (a.dtype == KvDtype::bf16 || a.group_size < 64 || a.query_group > 4) {
-    GTEST_SKIP() << "no paired kernel for " << a.name;
-  }
+  const PageLayout layout = make_page_layout(cache_config(a), kAttentionKvHeads, kAttentionHeadDim);
+  if (!decode_attention_pairs_m_tiles(layout, a.query_group)) GTEST_SKIP() << "no paired kernel for " << a.name;
   expect_attention_matches_reference(a, {37, 700, 9001}, {1, 1, 1}, /*prefill=*/false, /*decode_grid=*/0,
                                      /*split_tokens=*/0, /*score_rise=*/0.0, /*pair_m_tiles=*/true);
   expect_attention_matches_reference(a, {700, 9001}, {1, 1}, /*prefill=*/false, /*decode_grid=*/7,

@@ -235,6 +235,10 @@ bool decode_attention_supports(const PageLayout& layout, int group) {
          layout.element_bytes == 2 && layout.page_size_tokens % decode::kTileTokens == 0 && format_ok;
 }
 
+bool decode_attention_pairs_m_tiles(const PageLayout& layout, int group) {
+  return (layout.bits == 2 || layout.bits == 4) && layout.group_size >= 64 && group <= 4;
+}
+
 // Both kernels of a layout (paired or not) are held to 3 blocks an SM by their launch bounds, with
 // the same shared memory: the unpaired one's count is either's.
 int decode_attention_resident_blocks(const PageLayout& layout) {
@@ -249,7 +253,8 @@ int decode_attention_resident_blocks(const PageLayout& layout) {
 }
 
 void launch_decode_attention(const AttentionArgs& args, int grid_blocks, cudaStream_t stream) {
-  const decode::KernelPointer kernel = decode::prepared_kernel(args.layout, args.pair_m_tiles && args.group <= 4);
+  const bool paired = args.pair_m_tiles && decode_attention_pairs_m_tiles(args.layout, args.group);
+  const decode::KernelPointer kernel = decode::prepared_kernel(args.layout, paired);
   launch_chained("decode_attention_kernel", kernel, dim3(unsigned(grid_blocks)), dim3(decode::kThreads),
                  decode::kSharedBytes, stream, args);
 }

@@ -260,6 +260,13 @@ class QueryValues {
   ChannelOf channel_of_;
 };
 
+// The head of the score column 2t + e that lane (g, t) holds; `Paired` (process_packed_item):
+// columns 4-7 are heads 0-3 again.
+template <bool Paired>
+__device__ __forceinline__ int column_head(const Lane& l, int e) {
+  return Paired ? (2 * l.t + e) & 3 : 2 * l.t + e;
+}
+
 // Writes this warp's state for the group's heads into its slice of the merge area:
 // [max[G], sum[G], out[G][D]]; `channel_value(tile, row_half, e)` gives out for row g / g+8.
 // `Paired` (process_packed_item): columns 4-7 hold a second state of heads 0-3, written as a
@@ -270,7 +277,7 @@ __device__ __forceinline__ void write_warp_state(const Lane& l, int group, const
   float* mine = merge + (Paired ? 2 * l.warp + (l.t >> 1) : l.warp) * group * (kHeadDim + 2);
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    const int head = Paired ? (2 * l.t + e) & 3 : 2 * l.t + e;
+    const int head = column_head<Paired>(l, e);
     if (head >= group) continue;
     if (l.g == 0) {
       mine[head] = state.max[e];

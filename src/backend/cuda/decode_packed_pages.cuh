@@ -114,9 +114,8 @@ struct PackedQuery {
       q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int head = Paired ? (2 * l.t + e) & 3 : 2 * l.t + e;
-        offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * head);
-        q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * head);
+        offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * column_head<Paired>(l, e));
+        q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * column_head<Paired>(l, e));
       }
     }
   }
