@@ -72,7 +72,6 @@ struct BackendOptions {
   KvCacheConfig kv;
   KvPageCounts capacity;   // pages to allocate
   int num_threads = 0;   // CPU threads; 0 = all cores
-  bool pair_m_tiles = false;  // CUDA: the decode kernel's paired m-tiles (cuda::AttentionArgs::pair_m_tiles)
 };
 
 // Builds the backend for `options.device`; folds the value rotation into the weights when the KV

@@ -42,7 +42,6 @@ struct BenchDecodeAttentionOptions {
   std::string scale_format = "f16";  // of the INT2 group parameters
   int64_t split_tokens = 0;          // > 0: a fixed decode split instead of the plan's choice
   std::string band_tokens = "0";     // INT2 band lengths, a row each
-  bool pair_m_tiles = false;         // the decode kernel's paired m-tiles (AttentionArgs::pair_m_tiles)
   std::string json_path;
 };
 
@@ -56,7 +55,7 @@ struct Measured {
 };
 
 Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t context, int64_t batch, int iterations,
-                 int64_t split_tokens, bool pair_m_tiles) {
+                 int64_t split_tokens) {
   const int group = int(model.group_size());
   const PageLayout layout = make_page_layout(kv, model.num_kv_heads, model.head_dim);
   const PageLayout band_layout =
@@ -123,7 +122,6 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
     args.group = group;
     args.score_scale = attention_score_scale(model.head_dim);
     args.q8_scales = q8.data();
-    args.pair_m_tiles = pair_m_tiles;
     launch_decode_attention(args, resident, nullptr);
     launch_attention_combine(step.combine(), batch, max_splits, partials.data(), int(model.num_kv_heads), group,
                              int(model.head_dim), out.data(), nullptr, nullptr);
@@ -140,7 +138,6 @@ void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
   const GpuDescription gpu = describe_gpu();
   fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {} KV shape: {} KV heads x {} query heads per KV head x D {}\n",
              gpu.name, gpu.driver, gpu.copy_gbps, o.model, model.num_kv_heads, model.group_size(), model.head_dim);
-  if (o.pair_m_tiles) fmt::print("INT2 with the decode kernel's paired m-tiles (where the format and group have them)\n");
   fmt::print("{:>5} {:>5} {:>8} {:>6} {:>11} {:>12} {:>8} {:>6} {:>6}\n", "kv", "band", "context", "batch", "time_us",
              "bytes", "GB/s", "bw", "split");
   std::vector<nlohmann::json> rows;
@@ -155,14 +152,14 @@ void run_bench_decode_attention(const BenchDecodeAttentionOptions& o) {
                      batch);
           continue;
         }
-        const Measured m = measure(model, kv, context, batch, o.iterations, o.split_tokens, o.pair_m_tiles);
+        const Measured m = measure(model, kv, context, batch, o.iterations, o.split_tokens);
         const double gbps = double(m.bytes) / (m.time_us * 1e-6) / 1e9;
         fmt::print("{:>5} {:>5} {:>8} {:>6} {:>11.1f} {:>12} {:>8.0f} {:>5.1f}% {:>6}\n", to_string(dtype), band,
                    context, batch, m.time_us, m.bytes, gbps, 100.0 * gbps / gpu.copy_gbps, m.split_tokens);
         rows.push_back({{"kernel", "decode_attention"}, {"kv", std::string(to_string(dtype))}, {"model", o.model},
                         {"context", context}, {"batch", batch}, {"time_us", m.time_us}, {"bytes", m.bytes},
                         {"gbps", gbps}, {"bw_fraction", gbps / gpu.copy_gbps}, {"split_tokens", m.split_tokens},
-                        {"band_tokens", band}, {"kv_config", describe(kv)}, {"pair_m_tiles", o.pair_m_tiles}});
+                        {"band_tokens", band}, {"kv_config", describe(kv)}});
       }
     }
   }
@@ -193,9 +190,6 @@ void register_bench_decode_attention(CLI::App& bench) {
                       "INT2: tokens behind the recent window also held at 4 bits, a list (one INT2 row each; "
                       "0: no band)")
       ->capture_default_str();
-  command->add_flag("--pair-m-tiles", options->pair_m_tiles,
-                    "the decode kernel's paired m-tiles: two m-tiles' scores in one mma's columns (INT2/INT4 in "
-                    "groups of 64 or 128, at most four query heads per KV head)");
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_attention(*options); });
 }

@@ -36,7 +36,6 @@ struct BenchDecodeStepOptions {
   std::string kv_dtypes = "bf16,int2";  // the caches compared (--kv-dtypes)
   std::string scale_format = "f16";  // of the INT2 group parameters
   std::string band_tokens = std::to_string(kOscarBandTokens);  // INT2 band lengths (--kv-band-tokens), a run each
-  bool pair_m_tiles = false;  // BackendOptions::pair_m_tiles
   std::string json_path;
 };
 
@@ -117,7 +116,6 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
     options.device = DeviceKind::cuda;
     options.kv = kv;
     options.capacity = bench_pool_capacity(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
-    options.pair_m_tiles = o.pair_m_tiles;
     auto backend = make_backend(weights, options);
     fill_kv_cache_with_noise(*backend, 3);
     fmt::print("{}: room for {} sequences of {} tokens\n", describe(kv), max_sequences, longest);
@@ -136,7 +134,7 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
                         {"kv_config", describe(kv)},
                         {"model", o.model}, {"context", context}, {"batch", batch}, {"time_us", r.step_ms * 1e3},
                         {"bytes", r.bytes}, {"floor_us", r.floor_ms * 1e3}, {"floor_ratio", r.step_ms / r.floor_ms},
-                        {"tokens_per_s", double(batch) / r.step_ms * 1e3}, {"pair_m_tiles", o.pair_m_tiles}});
+                        {"tokens_per_s", double(batch) / r.step_ms * 1e3}});
       }
     }
     if (o.max_batch_context > 0 && max_sequences > 0) {
@@ -147,7 +145,7 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
                       {"kv_config", describe(kv)},
                       {"model", o.model}, {"context", o.max_batch_context}, {"batch", max_sequences},
                       {"time_us", r.step_ms * 1e3}, {"bytes", r.bytes}, {"floor_us", r.floor_ms * 1e3},
-                      {"tokens_per_s", double(max_sequences) / r.step_ms * 1e3}, {"pair_m_tiles", o.pair_m_tiles}});
+                      {"tokens_per_s", double(max_sequences) / r.step_ms * 1e3}});
     }
   }
   write_rows(o.json_path, gpu, rows);
@@ -178,8 +176,6 @@ void register_bench_decode_step(CLI::App& bench) {
                       "INT2: tokens behind the recent window also held at 4 bits, a list (one INT2 run each; "
                       "0: no band)")
       ->capture_default_str();
-  command->add_flag("--pair-m-tiles", options->pair_m_tiles,
-                    "the decode kernel's paired m-tiles (see oscar bench decode-attention --pair-m-tiles)");
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_step(*options); });
 }

@@ -154,7 +154,7 @@ void write_rising_keys(const KvCacheConfig& kv, const PageLayout& layout, const 
 // units) from the first position to the last.
 void expect_attention_matches_reference(const AttentionCase& a, const std::vector<int64_t>& cached,
                                         const std::vector<int64_t>& step_tokens, bool prefill, int decode_grid = 0,
-                                        int64_t split_tokens = 0, double score_rise = 0.0, bool pair_m_tiles = false) {
+                                        int64_t split_tokens = 0, double score_rise = 0.0) {
   const KvCacheConfig kv = cache_config(a);
   const int num_kv_heads = kAttentionKvHeads, d = kAttentionHeadDim;
   const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
@@ -247,7 +247,6 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   args.group = a.query_group;
   args.score_scale = attention_score_scale(d);
   args.q8_scales = d_q8.data();
-  args.pair_m_tiles = pair_m_tiles;
   if (prefill) {
     launch_prefill_attention(args, prefill_attention_resident_blocks(), nullptr);
   } else {
@@ -306,24 +305,6 @@ TEST_P(CudaDecodeAttention, LongSplitsMatchFloat64Reference) {
 TEST_P(CudaDecodeAttention, RisingScoresMatchFloat64Reference) {
   expect_attention_matches_reference(GetParam(), {9001}, {1}, /*prefill=*/false, /*decode_grid=*/0,
                                      /*split_tokens=*/kLongestDecodeSplit, /*score_rise=*/30.0);
-}
-
-// The four tests above with the decode kernel's paired m-tiles (AttentionArgs::pair_m_tiles), where
-// the format has that kernel: INT2/INT4 in groups of 64 or 128, at most four query heads per KV head.
-TEST_P(CudaDecodeAttention, PairedMTilesMatchFloat64Reference) {
-  const AttentionCase& a = GetParam();
-  const PageLayout layout = make_page_layout(cache_config(a), kAttentionKvHeads, kAttentionHeadDim);
-  if (!decode_attention_pairs_m_tiles(layout, a.query_group)) GTEST_SKIP() << "no paired kernel for " << a.name;
-  expect_attention_matches_reference(a, {37, 700, 9001}, {1, 1, 1}, /*prefill=*/false, /*decode_grid=*/0,
-                                     /*split_tokens=*/0, /*score_rise=*/0.0, /*pair_m_tiles=*/true);
-  expect_attention_matches_reference(a, {700, 9001}, {1, 1}, /*prefill=*/false, /*decode_grid=*/7,
-                                     /*split_tokens=*/0, /*score_rise=*/0.0, /*pair_m_tiles=*/true);
-  expect_attention_matches_reference(a, {20000}, {1}, /*prefill=*/false, /*decode_grid=*/0,
-                                     /*split_tokens=*/kLongerDecodeSplits[0], /*score_rise=*/0.0,
-                                     /*pair_m_tiles=*/true);
-  expect_attention_matches_reference(a, {9001}, {1}, /*prefill=*/false, /*decode_grid=*/0,
-                                     /*split_tokens=*/kLongestDecodeSplit, /*score_rise=*/30.0,
-                                     /*pair_m_tiles=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(

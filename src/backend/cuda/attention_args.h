@@ -29,12 +29,6 @@ struct AttentionArgs {
   int group = 0;                   // query heads per KV head
   float score_scale = 0;           // log2(e) / sqrt(head_dim): scores in log2 units
   const float* q8_scales = nullptr;
-  // Decode kernel, INT2/INT4 pages in groups of 64 or 128 channels, GQA groups of at most four
-  // heads: two m-tiles' scores in one mma's columns (decode_packed_pages.cuh, process_packed_item).
-  // Off by default until it is measured on a GPU against the unpaired kernel (`oscar bench
-  // decode-attention --pair-m-tiles`; in the engine BackendOptions::pair_m_tiles, `oscar bench
-  // decode-step --pair-m-tiles`).
-  bool pair_m_tiles = false;
 };
 
 constexpr int64_t partial_record_floats(int group, int64_t head_dim) { return group * (head_dim + 2); }

@@ -99,7 +99,6 @@ class CudaBackend final : public Backend {
   PageLayout layout_;
   PageLayout band_layout_;  // of the band's pages (bits 0 without a band)
   KvPageCounts capacity_;
-  bool pair_m_tiles_;  // BackendOptions::pair_m_tiles
   cudaStream_t stream_ = nullptr;
   DeviceWeights weights_;
   std::optional<DeviceKvPages> pages_;
@@ -133,8 +132,7 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
       band_layout_(options.kv.has_band() ? make_band_layout(options.kv, weights.config.num_kv_heads,
                                                             weights.config.head_dim)
                                          : PageLayout{}),
-      capacity_(options.capacity),
-      pair_m_tiles_(options.pair_m_tiles) {
+      capacity_(options.capacity) {
   check_supported(config_, kv_);
   require(cuda_device_count() > 0, "--device cuda: no CUDA device is present");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -353,7 +351,6 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
   args.group = int(c.group_size());
   args.score_scale = attention_score_scale(c.head_dim);
   args.q8_scales = q8_scales_.data();
-  args.pair_m_tiles = pair_m_tiles_;
   if (sizes.decode_items) launch_decode_attention(args, decode_grid_, stream_);
   if (sizes.block_items > 0) {
     const int64_t units = sizes.block_items * c.num_kv_heads;

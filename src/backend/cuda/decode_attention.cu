@@ -27,8 +27,6 @@
 // their own path (process_packed_item): ldmatrix loads of the codes, no subtraction, super-tiles, the
 // query one f16 operand (2^-11 relative, 8x finer than the bf16 activations it comes from).
 // Other formats keep per-lane word loads (a 32-channel group would split an m-tile's rows).
-// Where a GQA group has at most four heads, the score mma's unused columns can hold a second
-// m-tile's scores (AttentionArgs::pair_m_tiles, process_packed_item's `Paired`).
 //
 // This file holds the work loop, the merge of a unit's states and the launch; the paths are beside
 // it: decode_full_pages.cuh (bf16 pages), decode_quantized_words.cuh (word loads),
@@ -46,8 +44,7 @@ namespace oscar::cuda {
 namespace decode {
 namespace {
 
-// The States states of one item (the four warps', or kPairedStates), merged into its partial record.
-template <int States>
+// The four warps' states of one item, merged into its partial record.
 __device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int kv_head, const float* merge) {
   const int group = a.group;
   const int slice = group * (kHeadDim + 2);
@@ -56,10 +53,10 @@ __device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int 
     const int head = index / kHeadDim, ch = index % kHeadDim;
     float max = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < States; ++w) max = fmaxf(max, merge[w * slice + head]);
+    for (int w = 0; w < kWarps; ++w) max = fmaxf(max, merge[w * slice + head]);
     float sum = 0.f, out = 0.f;
 #pragma unroll
-    for (int w = 0; w < States; ++w) {
+    for (int w = 0; w < kWarps; ++w) {
       const float f = fast_exp2(merge[w * slice + head] - max);
       sum += merge[w * slice + group + head] * f;
       out += merge[w * slice + 2 * group + head * kHeadDim + ch] * f;
@@ -92,24 +89,12 @@ constexpr int kNextUnitOffset = kPoolsBytes + kQ8ScaleCount * sizeof(float);
 // H200; Nsight Compute: the same instructions and bytes, longer waits for the copies).
 constexpr int kSharedBytes = kNextUnitOffset + int(sizeof(NextUnit));
 
-static_assert(kPairedStates * 4 * (kHeadDim + 2) * 4 <= kPoolsBytes, "paired merge area fits the pools");
-
-// The super-tile path; returns the states it left in the merge area.
-template <int Bits, int Group, ParamFormat Format, bool Band, bool Paired>
-__device__ __forceinline__ int process_packed(const ItemContext& c, WarpState& state, unsigned char* pool,
-                                              float* merge) {
-  process_packed_item<Bits, Group, Format, Band, Paired>(c, state, pool, merge);
-  return Paired ? kPairedStates : kWarps;
-}
-
 // Bits 0: bf16 pages only. Quantized items: INT2 and INT4 in groups of 64 or 128 channels take
 // the super-tile path, groups of 32 the word-load path. Band items (INT2 caches only: the band's
 // INT4 copies, f16 parameters, KvCacheConfig::band_config) take the path of the cache's groups.
-// `Paired`: the super-tile path pairs m-tiles (process_packed_item; groups of at most four heads).
-// Returns the states left in the merge area.
-template <int Bits, int Group, ParamFormat Format, bool Paired>
-__device__ __forceinline__ int process_item(const ItemContext& c, WarpState& state, unsigned char* pool,
-                                            float* merge) {
+template <int Bits, int Group, ParamFormat Format>
+__device__ __forceinline__ void process_item(const ItemContext& c, WarpState& state, unsigned char* pool,
+                                             float* merge) {
   if constexpr (Bits == 0) {
     process_full_item(c, state, pool, merge);
   } else {
@@ -118,20 +103,19 @@ __device__ __forceinline__ int process_item(const ItemContext& c, WarpState& sta
       process_full_item(c, state, pool, merge);
     } else if (c.item.pages == KeyPages::band) {
       if constexpr (Bits == 2 && kSuperTiles) {
-        return process_packed<4, Group, ParamFormat::f16, /*Band=*/true, Paired>(c, state, pool, merge);
+        process_packed_item<4, Group, ParamFormat::f16, /*Band=*/true>(c, state, pool, merge);
       } else if constexpr (Bits == 2) {
         process_quantized_item<4, Group, ParamFormat::f16, /*Band=*/true>(c, state, pool, merge);
       }
     } else if constexpr (kSuperTiles) {
-      return process_packed<Bits, Group, Format, /*Band=*/false, Paired>(c, state, pool, merge);
+      process_packed_item<Bits, Group, Format>(c, state, pool, merge);
     } else {
       process_quantized_item<Bits, Group, Format>(c, state, pool, merge);
     }
   }
-  return kWarps;
 }
 
-template <int Bits, int Group, ParamFormat Format, bool Paired>
+template <int Bits, int Group, ParamFormat Format>
 __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const AttentionArgs args) {
   extern __shared__ __align__(128) unsigned char shared[];
   const Lane l = this_lane();
@@ -162,15 +146,11 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
     const ItemContext context{&args, item, kv_head, q8_scales};
     WarpState state;
     state.reset();
-    const int states = process_item<Bits, Group, Format, Paired>(context, state, pool, merge);
+    process_item<Bits, Group, Format>(context, state, pool, merge);
     __syncthreads();
     DecodeItem following{};
     if (threadIdx.x == 0 && claimed < work_units) following = args.decode_items[claimed / args.num_kv_heads];
-    if (Paired && states == kPairedStates) {
-      merge_warps<kPairedStates>(args, item, kv_head, merge);
-    } else {
-      merge_warps<kWarps>(args, item, kv_head, merge);
-    }
+    merge_warps(args, item, kv_head, merge);
     if (threadIdx.x == 0) {
       next.work = claimed;
       next.item = following;
@@ -192,35 +172,30 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
 
 using KernelPointer = void (*)(AttentionArgs);
 
-template <int Bits, int Group, bool Paired>
+template <int Bits, int Group>
 KernelPointer kernel_for_format(ParamFormat format) {
-  if (format == ParamFormat::q8) return decode_attention_kernel<Bits, Group, ParamFormat::q8, Paired>;
-  if (format == ParamFormat::bf16) return decode_attention_kernel<Bits, Group, ParamFormat::bf16, Paired>;
-  return decode_attention_kernel<Bits, Group, ParamFormat::f16, Paired>;
+  if (format == ParamFormat::q8) return decode_attention_kernel<Bits, Group, ParamFormat::q8>;
+  if (format == ParamFormat::bf16) return decode_attention_kernel<Bits, Group, ParamFormat::bf16>;
+  return decode_attention_kernel<Bits, Group, ParamFormat::f16>;
 }
 
-// Paired kernels exist for the super-tile path only (groups of 64 or 128).
 template <int Bits>
-KernelPointer kernel_for_group(const PageLayout& layout, bool paired) {
-  if (layout.group_size == 32) return kernel_for_format<Bits, 32, false>(layout.param_format);
-  if (layout.group_size == 64) {
-    return paired ? kernel_for_format<Bits, 64, true>(layout.param_format)
-                  : kernel_for_format<Bits, 64, false>(layout.param_format);
-  }
-  return paired ? kernel_for_format<Bits, 128, true>(layout.param_format)
-                : kernel_for_format<Bits, 128, false>(layout.param_format);
+KernelPointer kernel_for_group(const PageLayout& layout) {
+  if (layout.group_size == 32) return kernel_for_format<Bits, 32>(layout.param_format);
+  if (layout.group_size == 64) return kernel_for_format<Bits, 64>(layout.param_format);
+  return kernel_for_format<Bits, 128>(layout.param_format);
 }
 
-KernelPointer kernel_for(const PageLayout& layout, bool paired) {
-  if (layout.bits == 2) return kernel_for_group<2>(layout, paired);
-  if (layout.bits == 4) return kernel_for_group<4>(layout, paired);
-  return decode_attention_kernel<0, 128, ParamFormat::f16, false>;
+KernelPointer kernel_for(const PageLayout& layout) {
+  if (layout.bits == 2) return kernel_for_group<2>(layout);
+  if (layout.bits == 4) return kernel_for_group<4>(layout);
+  return decode_attention_kernel<0, 128, ParamFormat::f16>;
 }
 
 static_assert(kWarps * kMaxGroup * (kHeadDim + 2) * 4 <= kPoolsBytes, "merge area fits the pools");
 
-KernelPointer prepared_kernel(const PageLayout& layout, bool paired) {
-  const KernelPointer kernel = kernel_for(layout, paired);
+KernelPointer prepared_kernel(const PageLayout& layout) {
+  const KernelPointer kernel = kernel_for(layout);
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
         "cudaFuncSetAttribute(decode_attention)");
   return kernel;
@@ -235,14 +210,8 @@ bool decode_attention_supports(const PageLayout& layout, int group) {
          layout.element_bytes == 2 && layout.page_size_tokens % decode::kTileTokens == 0 && format_ok;
 }
 
-bool decode_attention_pairs_m_tiles(const PageLayout& layout, int group) {
-  return (layout.bits == 2 || layout.bits == 4) && layout.group_size >= 64 && group <= 4;
-}
-
-// Both kernels of a layout (paired or not) are held to 3 blocks an SM by their launch bounds, with
-// the same shared memory: the unpaired one's count is either's.
 int decode_attention_resident_blocks(const PageLayout& layout) {
-  const decode::KernelPointer kernel = decode::prepared_kernel(layout, /*paired=*/false);
+  const decode::KernelPointer kernel = decode::prepared_kernel(layout);
   int device = 0, multiprocessors = 0, per_multiprocessor = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
@@ -253,8 +222,7 @@ int decode_attention_resident_blocks(const PageLayout& layout) {
 }
 
 void launch_decode_attention(const AttentionArgs& args, int grid_blocks, cudaStream_t stream) {
-  const bool paired = args.pair_m_tiles && decode_attention_pairs_m_tiles(args.layout, args.group);
-  const decode::KernelPointer kernel = decode::prepared_kernel(args.layout, paired);
+  const decode::KernelPointer kernel = decode::prepared_kernel(args.layout);
   launch_chained("decode_attention_kernel", kernel, dim3(unsigned(grid_blocks)), dim3(decode::kThreads),
                  decode::kSharedBytes, stream, args);
 }

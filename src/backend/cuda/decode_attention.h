@@ -12,10 +12,6 @@ namespace oscar::cuda {
 // (KIVI's per-channel keys go to the block kernel).
 bool decode_attention_supports(const PageLayout& layout, int group);
 
-// Whether the layout and group have the decode kernel's paired m-tiles (AttentionArgs::pair_m_tiles):
-// INT2/INT4 in groups of 64 or 128 channels, at most four query heads per KV head.
-bool decode_attention_pairs_m_tiles(const PageLayout& layout, int group);
-
 // Blocks of the persistent kernel that fit on the device at once.
 int decode_attention_resident_blocks(const PageLayout& layout);
 

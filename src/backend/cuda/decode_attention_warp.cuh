@@ -52,10 +52,8 @@ constexpr float kMaxSlack = 4.0f;
 // Scores of `Tiles` 16-token tiles (tile i, row g: s[i][0], s[i][1]; row g+8: s[i][2], s[i][3])
 // become weights; returns the factor that rescales what was accumulated before
 // (2^(old max - new max)) for heads 2t, 2t+1, 1 where the max stays. `rescale(correction)` applies
-// it to accumulators beyond WarpState's, and runs only when the max was raised. `EmptyColumns`: a
-// column may have no valid score yet (its max still -inf; paired m-tiles, see process_packed_item),
-// so its weights are taken against 0 and its correction is 1 rather than 2^(-inf + inf).
-template <bool EmptyColumns = false, int Tiles, typename Rescale>
+// it to accumulators beyond WarpState's, and runs only when the max was raised.
+template <int Tiles, typename Rescale>
 __device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& state, float (&correction)[2],
                                                Rescale rescale) {
   float lane_max[2];
@@ -75,7 +73,7 @@ __device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& 
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 8));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 16));
       const float new_max = fmaxf(state.max[e], tile_max);
-      correction[e] = EmptyColumns && new_max == -INFINITY ? 1.0f : fast_exp2(state.max[e] - new_max);
+      correction[e] = fast_exp2(state.max[e] - new_max);
       state.sum[e] *= correction[e];
       state.max[e] = new_max;
     }
@@ -91,11 +89,10 @@ __device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& 
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     float sum = state.sum[e];
-    const float max = EmptyColumns && state.max[e] == -INFINITY ? 0.0f : state.max[e];
 #pragma unroll
     for (int i = 0; i < Tiles; ++i) {
-      s[i][e] = fast_exp2(s[i][e] - max);
-      s[i][e + 2] = fast_exp2(s[i][e + 2] - max);
+      s[i][e] = fast_exp2(s[i][e] - state.max[e]);
+      s[i][e + 2] = fast_exp2(s[i][e + 2] - state.max[e]);
       sum += s[i][e] + s[i][e + 2];
     }
     state.sum[e] = sum;
@@ -260,24 +257,15 @@ class QueryValues {
   ChannelOf channel_of_;
 };
 
-// The head of the score column 2t + e that lane (g, t) holds; `Paired` (process_packed_item):
-// columns 4-7 are heads 0-3 again.
-template <bool Paired>
-__device__ __forceinline__ int column_head(const Lane& l, int e) {
-  return Paired ? (2 * l.t + e) & 3 : 2 * l.t + e;
-}
-
 // Writes this warp's state for the group's heads into its slice of the merge area:
 // [max[G], sum[G], out[G][D]]; `channel_value(tile, row_half, e)` gives out for row g / g+8.
-// `Paired` (process_packed_item): columns 4-7 hold a second state of heads 0-3, written as a
-// second slice (the warp's slices are 2w and 2w + 1 of kPairedStates).
-template <bool Paired = false, typename ChannelOf, typename ValueOf>
+template <typename ChannelOf, typename ValueOf>
 __device__ __forceinline__ void write_warp_state(const Lane& l, int group, const WarpState& state,
                                                  float* merge, ChannelOf channel_of, ValueOf value_of) {
-  float* mine = merge + (Paired ? 2 * l.warp + (l.t >> 1) : l.warp) * group * (kHeadDim + 2);
+  float* mine = merge + l.warp * group * (kHeadDim + 2);
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
-    const int head = column_head<Paired>(l, e);
+    const int head = 2 * l.t + e;
     if (head >= group) continue;
     if (l.g == 0) {
       mine[head] = state.max[e];
@@ -291,9 +279,6 @@ __device__ __forceinline__ void write_warp_state(const Lane& l, int group, const
     }
   }
 }
-
-// The states a paired packed item leaves in the merge area: two per warp (process_packed_item).
-constexpr int kPairedStates = 2 * kWarps;
 
 // After a quantized item's pipeline: the lanes' sums over their rows become the warp's, and the
 // pools are released (every warp is done with its own) to become the merge area.

@@ -63,13 +63,13 @@ struct PackedCopies {
   }
 };
 
-// The score mma's B operand of a packed item and its query's sums. Lane (g, t) holds head g
-// (Paired: g & 3), k-tile kt of chunk q = kt / kTilesPerChunk, channels q * kChunkChannels +
+// The score mma's B operand of a packed item and its query's sums. Lane (g, t) holds head g,
+// k-tile kt of chunk q = kt / kTilesPerChunk, channels q * kChunkChannels +
 // 2 * kHalfWordCodes * t + {e1, e1 + kHalfWordCodes | e2, e2 + kHalfWordCodes} (e1, e2 =
 // pair_first(k), pair_second(k) of k = kt % kTilesPerChunk), each divided by its extraction factor;
-// per group, for the lane's score columns (heads 2t, 2t + 1; Paired: & 3), `offset` is 64 times the
-// f16 query's sum (the constant 64's share) and `q_sum` the zero points' factor.
-template <int Bits, int Group, ParamFormat Format, bool Paired>
+// per group, for the lane's score columns (heads 2t, 2t + 1), `offset` is 64 times the f16
+// query's sum (the constant 64's share) and `q_sum` the zero points' factor.
+template <int Bits, int Group, ParamFormat Format>
 struct PackedQuery {
   using Codes = PackedCodes<Bits>;
   using Tile = PackedTile<Bits, Group, Format>;
@@ -114,8 +114,8 @@ struct PackedQuery {
       q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * column_head<Paired>(l, e));
-        q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * column_head<Paired>(l, e));
+        offset[grp][e] = __shfl_sync(0xffffffffu, offset_part[grp], 4 * (2 * l.t + e));
+        q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * (2 * l.t + e));
       }
     }
   }
@@ -123,16 +123,8 @@ struct PackedQuery {
 
 // `Band`: the band's pages (AttentionArgs::band_layout and band_pages, PageIds::band) instead of
 // the cache's quantized ones.
-//
-// `Paired` (GQA groups of at most four heads, Qwen3-4B/8B and Llama-3.1-8B among them): the score
-// mma's columns 4-7, which would hold no head, hold the next m-tile's scores. The query fills both
-// halves of the B operand (lane g holds head g & 3), each m-tile's mma give its scores in both, and
-// lanes t < 2 keep m-tile 2p's (columns 0-3), lanes t >= 2 m-tile 2p + 1's (columns 4-7): the
-// parameters, the softmax and the weights are computed once per pair of m-tiles instead of once per
-// m-tile, by every lane. The value mma of m-tile 2p takes the weights of columns 0-3 only (the others
-// zero), that of 2p + 1 those of columns 4-7, so the outputs' columns 0-3 and 4-7 are two softmax
-// states of the same heads over alternate m-tiles, merged like two warps' (kPairedStates).
-template <int Bits, int Group, ParamFormat Format, bool Band = false, bool Paired = false>
+
+template <int Bits, int Group, ParamFormat Format, bool Band = false>
 __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
   using Codes = PackedCodes<Bits>;
   using Tile = PackedTile<Bits, Group, Format>;
@@ -155,8 +147,8 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   };
   // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query's
   // conversion; its loads before or after the copies (QueryValues says why).
-  using Query = PackedQuery<Bits, Group, Format, Paired>;
-  QueryValues query(c, Paired ? l.g & 3 : l.g, loads_query_first(tiles), [&](int i) { return Query::channel(l, i); });
+  using Query = PackedQuery<Bits, Group, Format>;
+  QueryValues query(c, l.g, loads_query_first(tiles), [&](int i) { return Query::channel(l, i); });
   TilePageIds page_ids(tiles.count, [&](int k) { return page_id(page_position(tiles.position(k), page_size).page); });
 
   const PackedCopies<Bits, Group, Format> copies(layout, c.kv_head, page_size, l.lane);
@@ -225,26 +217,20 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   // interleaved; the first and last ones skip or mask what lies outside.
   const PackedParams<Bits, Group, Format> params{reinterpret_cast<float2*>(pool + kPoolBytes - Tile::kDecodedBytes),
                                                  c.q8_scales};
-  constexpr int kScoreSets = Paired ? kMTiles / 2 : kMTiles;  // score registers: m-tiles or pairs
-  const bool upper_columns = Paired && l.t >= 2;               // this lane keeps m-tile 2p + 1's scores
-  const uint32_t low_columns = l.g < 4 ? ~0u : 0u;             // lane g holds B operand column g
-  // The m-tile whose scores (and weights) score set `set` holds in this lane.
-  auto lane_tile = [&](int set) { return Paired ? 2 * set + int(upper_columns) : set; };
   auto compute_super_tile = [&](int start, unsigned char* buffer, auto inside) {
     constexpr bool kInside = decltype(inside)::value;
     const uint32_t codes = shared_address(buffer);
     params.prepare(buffer, l.lane);
-    // The dot products of m-tile i, dot[grp] per group, rows g, g+8, heads 2t, 2t+1 (Paired: & 3).
-    // Paired: zero for an m-tile outside the item (its scores are masked below).
-    auto tile_dots = [&](int i, float (&dot)[2][4]) {
-      if (Paired && !kInside && !live(start, i)) {
+    // Scores of m-tile i: rows g, g+8; heads 2t, 2t+1.
+    float s[kMTiles][4];
 #pragma unroll
-        for (int x = 0; x < 8; ++x) dot[x / 4][x % 4] = 0.f;
-        return;
-      }
+    for (int i = 0; i < kMTiles; ++i) {
+      s[i][0] = s[i][1] = s[i][2] = s[i][3] = -INFINITY;
+      if (!kInside && !live(start, i)) continue;
       // The dot products start from minus the constant 64's share, so they end as sum q * code.
       // Channels 0-63 and 64-127 accumulate apart (a group of 128 adds the two), so that each
       // chain of dependent mma is four long.
+      float dot[2][4];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const bool starts_group = 64 * h % Group == 0;
@@ -265,27 +251,6 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
 #pragma unroll
         for (int x = 0; x < 4; ++x) dot[0][x] += dot[1][x];
       }
-    };
-    // Scores of the score sets: rows g, g+8 of m-tile lane_tile(set); heads 2t, 2t+1 (Paired: & 3).
-    float s[kScoreSets][4];
-#pragma unroll
-    for (int set = 0; set < kScoreSets; ++set) {
-      s[set][0] = s[set][1] = s[set][2] = s[set][3] = -INFINITY;
-      if (!Paired && !kInside && !live(start, set)) continue;
-      float dot[2][4];
-      if constexpr (Paired) {
-        float low[2][4], high[2][4];
-        tile_dots(2 * set, low);
-        tile_dots(2 * set + 1, high);
-#pragma unroll
-        for (int grp = 0; grp < kGroups; ++grp) {
-#pragma unroll
-          for (int x = 0; x < 4; ++x) dot[grp][x] = upper_columns ? high[grp][x] : low[grp][x];
-        }
-      } else {
-        tile_dots(set, dot);
-      }
-      const int i = lane_tile(set);
       // The first group's terms start the scores (0 + x is not x for the compiler: -0).
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
@@ -296,14 +261,14 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
                                 p1.scale * dot[grp][2] + p1.zero * q.q_sum[grp][0],
                                 p1.scale * dot[grp][3] + p1.zero * q.q_sum[grp][1]};
 #pragma unroll
-        for (int x = 0; x < 4; ++x) s[set][x] = grp == 0 ? terms[x] : s[set][x] + terms[x];
+        for (int x = 0; x < 4; ++x) s[i][x] = grp == 0 ? terms[x] : s[i][x] + terms[x];
       }
       if (!kInside && (start + kTileTokens * i < begin || start + kTileTokens * (i + 1) > end)) {
-        mask_tile(s[set], start + kTileTokens * i, l.g, begin, end);
+        mask_tile(s[i], start + kTileTokens * i, l.g, begin, end);
       }
     }
     float correction[2];
-    online_softmax<Paired>(s, state, correction, [&](const float (&f)[2]) {
+    online_softmax(s, state, correction, [&](const float (&f)[2]) {
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
         zero_acc[grp][0] *= f[0];
@@ -315,50 +280,32 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
       }
     });
 #pragma unroll
-    for (int set = 0; set < kScoreSets; ++set) {
-      if (!Paired && !kInside && !live(start, set)) continue;
-      const int i = lane_tile(set);
-      // Paired: the parameters of an m-tile outside the item were never copied (garbage f16 could
-      // be NaN, and 0 * NaN is not 0); its weights are 0.
-      const bool lane_tile_dead = Paired && !kInside && !live(start, i);
+    for (int i = 0; i < kMTiles; ++i) {
+      if (!kInside && !live(start, i)) continue;
       // Weights per value group: P * scale as the B operand, P * zero summed on the side.
       uint32_t weights[kGroups][2];
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
-        DeviceParams p0 = params.get(buffer, true, i, l.g, grp);
-        DeviceParams p1 = params.get(buffer, true, i, l.g + 8, grp);
-        if (lane_tile_dead) p0 = p1 = DeviceParams{0.f, 0.f};
-        zero_acc[grp][0] += s[set][0] * p0.zero + s[set][2] * p1.zero;
-        zero_acc[grp][1] += s[set][1] * p0.zero + s[set][3] * p1.zero;
-        weights[grp][0] = movmatrix_trans(pack_f16x2(s[set][0] * p0.scale, s[set][1] * p0.scale));
-        weights[grp][1] = movmatrix_trans(pack_f16x2(s[set][2] * p1.scale, s[set][3] * p1.scale));
+        const DeviceParams p0 = params.get(buffer, true, i, l.g, grp);
+        const DeviceParams p1 = params.get(buffer, true, i, l.g + 8, grp);
+        zero_acc[grp][0] += s[i][0] * p0.zero + s[i][2] * p1.zero;
+        zero_acc[grp][1] += s[i][1] * p0.zero + s[i][3] * p1.zero;
+        weights[grp][0] = movmatrix_trans(pack_f16x2(s[i][0] * p0.scale, s[i][1] * p0.scale));
+        weights[grp][1] = movmatrix_trans(pack_f16x2(s[i][2] * p1.scale, s[i][3] * p1.scale));
         const uint32_t ones[4] = {kOnes, kOnes, kOnes, kOnes};
         mma_f16(weight_sum[grp], ones, weights[grp]);
       }
-      // The set's m-tiles' outputs (Paired: each with its columns' weights).
+      // x[2h]: tokens 2t, 2t+1 (x[2h + 1]: 2t+8, 2t+9) of chunk q = 2 * load + h, channels
+      // q * kChunkChannels + kHalfWordCodes * g + (0..kHalfWordCodes-1) per half-word; m-tile
+      // kTilesPerChunk * q + k: row g is that channel + pair_first(k), row g+8 + pair_second(k).
 #pragma unroll
-      for (int k = 0; k < (Paired ? 2 : 1); ++k) {
-        const int tile = Paired ? 2 * set + k : set;
-        if (Paired && !kInside && !live(start, tile)) continue;
-        uint32_t b[kGroups][2];
-#pragma unroll
-        for (int grp = 0; grp < kGroups; ++grp) {
-          const uint32_t columns = Paired ? (k ? ~low_columns : low_columns) : ~0u;
-          b[grp][0] = weights[grp][0] & columns;
-          b[grp][1] = weights[grp][1] & columns;
-        }
-        // x[2h]: tokens 2t, 2t+1 (x[2h + 1]: 2t+8, 2t+9) of chunk q = 2 * load + h, channels
-        // q * kChunkChannels + kHalfWordCodes * g + (0..kHalfWordCodes-1) per half-word; m-tile
-        // kTilesPerChunk * q + k: row g is that channel + pair_first(k), row g+8 + pair_second(k).
-#pragma unroll
-        for (int load = 0; load < Codes::kLoads; ++load) {
-          uint32_t x[4];
-          ldmatrix_x4_trans(x, codes + Tile::kValueCodes + Tile::kMTileCodeBytes * tile + matrix_row[load]);
-          Codes::template for_each_tile<false>(x, [&](int mtile, const uint32_t(&va)[4]) {
-            const int mt = kTilesPerLoad * load + mtile;
-            mma_f16(state.acc[mt], va, b[Tile::group_of_tile(mt)]);
-          });
-        }
+      for (int load = 0; load < Codes::kLoads; ++load) {
+        uint32_t x[4];
+        ldmatrix_x4_trans(x, codes + Tile::kValueCodes + Tile::kMTileCodeBytes * i + matrix_row[load]);
+        Codes::template for_each_tile<false>(x, [&](int tile, const uint32_t(&va)[4]) {
+          const int mt = kTilesPerLoad * load + tile;
+          mma_f16(state.acc[mt], va, weights[Tile::group_of_tile(mt)]);
+        });
       }
     }
   };
@@ -377,7 +324,7 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
     const int k = i % Codes::kTilesPerChunk;
     return half ? Codes::pair_second(k) : Codes::pair_first(k);
   };
-  write_warp_state<Paired>(
+  write_warp_state(
       l, a.group, state, merge,
       [&](int i, int half) {
         return i / Codes::kTilesPerChunk * Codes::kChunkChannels + Codes::kHalfWordCodes * l.g + extraction(i, half);
