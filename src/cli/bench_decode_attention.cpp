@@ -112,10 +112,7 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
     args.quantized_pages = pages.quantized(0);
     args.band_layout = band_layout;
     args.band_pages = pages.band(0);
-    args.rows = step.rows();
-    args.page_table = step.page_table();
-    args.counts = step.counts();
-    args.decode_items = step.decode_items();
+    step.fill_attention_args(args);
     args.queries = queries.data();
     args.partials = partials.data();
     args.num_kv_heads = int(model.num_kv_heads);

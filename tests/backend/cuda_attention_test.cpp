@@ -236,11 +236,7 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   args.quantized_pages = layout.bits > 0 ? quantized.data() : nullptr;
   args.band_layout = band_layout;
   args.band_pages = kv.has_band() ? band.data() : nullptr;
-  args.rows = device_step.rows();
-  args.page_table = device_step.page_table();
-  args.counts = device_step.counts();
-  args.decode_items = device_step.decode_items();
-  args.block_items = device_step.block_items();
+  device_step.fill_attention_args(args);
   args.queries = d_queries.data();
   args.partials = partials.data();
   args.num_kv_heads = num_kv_heads;

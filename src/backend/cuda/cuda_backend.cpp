@@ -340,11 +340,7 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
   args.quantized_pages = pages_->quantized(layer);
   args.band_layout = band_layout_;
   args.band_pages = pages_->band(layer);
-  args.rows = step_.rows();
-  args.page_table = step_.page_table();
-  args.counts = step_.counts();
-  args.decode_items = step_.decode_items();
-  args.block_items = step_.block_items();
+  step_.fill_attention_args(args);
   args.queries = workspace_.rotated_queries.data();
   args.partials = workspace_.partials.data();
   args.num_kv_heads = int(c.num_kv_heads);

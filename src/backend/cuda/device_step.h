@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/attention_args.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/step_plan.h"
 
@@ -28,6 +29,14 @@ class DeviceStep {
   const KeyGroupTask* key_groups() const { return key_groups_.data(); }
   const int32_t* logit_rows() const { return logit_rows_.data(); }
   const StepCounts* counts() const { return counts_.data(); }
+  // The attention kernels' view of the step: its rows, page table, counts and work items.
+  void fill_attention_args(AttentionArgs& args) const {
+    args.rows = rows();
+    args.page_table = page_table();
+    args.counts = counts();
+    args.decode_items = decode_items();
+    args.block_items = block_items();
+  }
 
  private:
   DeviceBuffer<int32_t> tokens_;
