@@ -51,6 +51,12 @@ RequestId Engine::submit(GenerationRequest request) {
             token, model.vocab_size - 1);
   }
   validate(request.sampling);
+  for (const auto& [token, bias] : request.sampling.logit_bias) {
+    require(token < model.vocab_size, "logit_bias: token id {} is outside the vocabulary (0..{})", token,
+            model.vocab_size - 1);
+  }
+  require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
+          "top_logprobs: must lie in [0, {}], got {}", kMaxTopLogprobs, request.top_logprobs);
   require(request.stop.max_tokens >= 1 || (request.stop.max_tokens == 0 && request.prompt_logprobs),
           "max_tokens: must be at least 1, got {}", request.stop.max_tokens);
   const int64_t total = int64_t(request.prompt.size()) + request.stop.max_tokens;
@@ -102,7 +108,8 @@ void Engine::finish(Sequence& sequence, FinishReason reason, RequestOutput& outp
   ++counters_.finished_requests;
 }
 
-void Engine::append_token(Sequence& sequence, int32_t token, float logprob, RequestOutput& output) {
+void Engine::append_token(Sequence& sequence, int32_t token, float logprob, std::vector<TokenLogprob> top,
+                          RequestOutput& output) {
   const auto now = std::chrono::steady_clock::now();
   if (!sequence.has_first_token) {
     sequence.has_first_token = true;
@@ -112,6 +119,7 @@ void Engine::append_token(Sequence& sequence, int32_t token, float logprob, Requ
   sequence.tokens.push_back(token);
   output.tokens.push_back(token);
   if (sequence.request.logprobs) output.logprobs.push_back(logprob);
+  if (sequence.request.logprobs && sequence.request.top_logprobs > 0) output.top_logprobs.push_back(std::move(top));
   output.generated_tokens = sequence.generated();
   ++counters_.generated_tokens;
   const auto& stop_ids = sequence.request.stop.stop_token_ids;
@@ -141,6 +149,7 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
     int64_t rows = 0;
     int32_t token = -1;      // -1: nothing sampled
     float logprob = 0;
+    std::vector<TokenLogprob> top;  // the most likely tokens at this position, where asked for
   };
   std::vector<Sampled> sampled(plan.size());
   int64_t row = 0;
@@ -169,7 +178,10 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
     if (sequence.uncomputed() == 0 && sequence.request.stop.max_tokens > 0) {
       const std::span<const float> last = logits_row(s.first_row + s.rows - 1);
       s.token = sequence.sampler.sample(last, sequence.tokens);
-      if (sequence.request.logprobs) s.logprob = token_logprob(last, s.token);
+      if (sequence.request.logprobs) {
+        s.logprob = token_logprob(last, s.token);
+        s.top = top_logprobs(last, sequence.request.top_logprobs);
+      }
     }
   }
   for (size_t c = 0; c < plan.size(); ++c) {
@@ -183,7 +195,7 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
       if (sequence.request.stop.max_tokens == 0) {
         finish(sequence, FinishReason::length, output);
       } else {
-        append_token(sequence, sampled[c].token, sampled[c].logprob, output);
+        append_token(sequence, sampled[c].token, sampled[c].logprob, std::move(sampled[c].top), output);
       }
     }
     if (!output.tokens.empty() || output.finished || emitted_prompt_logprobs) {

@@ -62,8 +62,10 @@ class Engine {
  private:
   void process_logits(const std::vector<ScheduledChunk>& plan, const StepLogits& logits,
                       std::vector<RequestOutput>& outputs);
-  // `logprob`: the token's log-probability, reported where the request asked for it.
-  void append_token(Sequence& sequence, int32_t token, float logprob, RequestOutput& output);
+  // `logprob`: the token's log-probability, `top` the most likely tokens there, reported where the
+  // request asked for them.
+  void append_token(Sequence& sequence, int32_t token, float logprob, std::vector<TokenLogprob> top,
+                    RequestOutput& output);
   void finish(Sequence& sequence, FinishReason reason, RequestOutput& output);
   RequestOutput output_for(const Sequence& sequence) const;
 

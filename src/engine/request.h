@@ -17,11 +17,15 @@ struct StopCriteria {
   std::vector<std::string> stop_strings;
 };
 
+// The most likely tokens a request may ask for at each new token (OpenAI's chat limit).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   StopCriteria stop;
   bool logprobs = false;         // report each new token's log-probability (RequestOutput::logprobs)
+  int32_t top_logprobs = 0;      // with logprobs: also the most likely tokens at each new token, this many
   bool prompt_logprobs = false;  // report log p(prompt[i] | prompt[<i]) (perplexity, echo)
   // The prompt attends to itself in full precision; the cache is quantized before decoding
   // (needle-in-a-haystack "bf16 prefill"). Otherwise every position follows the decode rule.
@@ -35,6 +39,7 @@ struct RequestOutput {
   RequestId id = 0;
   std::vector<int32_t> tokens;    // new tokens this step
   std::vector<float> logprobs;    // one per new token, where the request asked for them
+  std::vector<std::vector<TokenLogprob>> top_logprobs;  // one list per new token, where asked for
   std::string text;               // new text (complete UTF-8 characters, stop strings removed)
   std::vector<float> prompt_logprobs;  // once, when the prompt is done (prompt_logprobs requested)
   bool finished = false;

@@ -20,6 +20,11 @@ void validate(const SamplingParams& p) {
   require(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0 &&
               p.repetition_penalty <= 10,
           "repetition_penalty must lie in (0, 10], got {}", p.repetition_penalty);
+  for (const auto& [token, bias] : p.logit_bias) {
+    require(token >= 0, "logit_bias token ids must be >= 0, got {}", token);
+    require(std::isfinite(bias) && bias >= -100 && bias <= 100, "logit_bias values must lie in [-100, 100], got {}",
+            bias);
+  }
 }
 
 namespace {
@@ -50,21 +55,48 @@ float token_logprob(std::span<const float> logits, int32_t token) {
   return logits[size_t(token)] - top - std::log(sum_exp_below(logits, top, 1.0f));
 }
 
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int count) {
+  const size_t keep = std::min(logits.size(), size_t(std::max(count, 0)));
+  if (keep == 0) return {};
+  // One pass keeping the best `keep` in order (a few of 151,936): cheaper than sorting ids.
+  auto better = [](const TokenLogprob& a, const TokenLogprob& b) {
+    return a.logprob > b.logprob || (a.logprob == b.logprob && a.token < b.token);
+  };
+  std::vector<TokenLogprob> best;
+  best.reserve(keep + 1);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const TokenLogprob candidate{int32_t(i), logits[i]};
+    if (best.size() == keep && !better(candidate, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), candidate, better), candidate);
+    if (best.size() > keep) best.pop_back();
+  }
+  // As token_logprob computes it, to the last bit: the sampled token's value is the same in both.
+  const float top = as_array(logits).maxCoeff();
+  const float log_sum = std::log(sum_exp_below(logits, top, 1.0f));
+  for (TokenLogprob& entry : best) entry.logprob = entry.logprob - top - log_sum;
+  return best;
+}
+
 Sampler::Sampler(const SamplingParams& params)
     : params_(params), generator_(params.seed ? *params.seed : std::random_device{}()) {
   validate(params_);
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  // The rules read `scores`: the logits, or a copy with the repetition penalty applied.
+  // The rules read `scores`: the logits, or a copy with the repetition penalty and the bias applied.
   std::span<const float> scores = logits;
-  if (params_.repetition_penalty != 1.0f) {
-    // CTRL-style penalty (as in transformers and vLLM): shrink positive logits, grow negative ones.
+  if (params_.repetition_penalty != 1.0f || !params_.logit_bias.empty()) {
     scratch_.assign(logits.begin(), logits.end());
-    for (const int32_t token : history) {
-      if (token < 0 || size_t(token) >= scratch_.size()) continue;
-      float& v = scratch_[size_t(token)];
-      v = v > 0 ? v / params_.repetition_penalty : v * params_.repetition_penalty;
+    if (params_.repetition_penalty != 1.0f) {
+      // CTRL-style penalty (as in transformers and vLLM): shrink positive logits, grow negative ones.
+      for (const int32_t token : history) {
+        if (token < 0 || size_t(token) >= scratch_.size()) continue;
+        float& v = scratch_[size_t(token)];
+        v = v > 0 ? v / params_.repetition_penalty : v * params_.repetition_penalty;
+      }
+    }
+    for (const auto& [token, bias] : params_.logit_bias) {
+      if (size_t(token) < scratch_.size()) scratch_[size_t(token)] += bias;
     }
     scores = scratch_;
   }

@@ -1,12 +1,13 @@
 #pragma once
-// Turning one row of logits into the next token: repetition penalty, temperature, top-k, top-p,
-// min-p, then a draw from a per-request seeded generator (greedy when temperature is 0). It runs on
+// Turning one row of logits into the next token: repetition penalty, logit bias, temperature, top-k,
+// top-p, min-p, then a draw from a per-request seeded generator (greedy when temperature is 0). It runs on
 // the host between decode steps, once per sequence, so each rule does only the passes over the
 // vocabulary it needs (docs/bench section (e): a 151,936-token row took 0.8-27 ms before).
 #include <cstdint>
 #include <optional>
 #include <random>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace oscar {
@@ -17,6 +18,9 @@ struct SamplingParams {
   float top_p = 1.0f;               // 1: off
   float min_p = 0.0f;               // 0: off
   float repetition_penalty = 1.0f;  // 1: off; > 1 discourages tokens already present
+  // (token, bias) added to the token's logit before the rules above (OpenAI's logit_bias, each in
+  // [-100, 100]); tokens beyond the row are not in the vocabulary and take none.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   std::optional<uint64_t> seed;     // unset: drawn from the system's entropy
 };
 
@@ -39,7 +43,7 @@ class Sampler {
 
   SamplingParams params_;
   std::mt19937_64 generator_;
-  std::vector<float> scratch_;         // the logits with the repetition penalty applied
+  std::vector<float> scratch_;         // the logits with the repetition penalty and logit bias applied
   std::vector<float> weights_;         // the full distribution's unnormalised probabilities
   std::vector<int32_t> candidates_;    // token ids, sorted by score as far as the rules need
   std::vector<double> probabilities_;  // of the sorted candidates, relative to the most likely
@@ -48,5 +52,14 @@ class Sampler {
 // log softmax(logits)[token], computed stably: the log-probability under the model's own
 // distribution (before any sampling rule).
 float token_logprob(std::span<const float> logits, int32_t token);
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  bool operator==(const TokenLogprob&) const = default;
+};
+
+// The `count` most likely tokens of log softmax(logits), most likely first (ties: lower id first).
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int count);
 
 }  // namespace oscar

@@ -1,7 +1,10 @@
 #include "server/openai_protocol.h"
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
+#include <span>
 #include <utility>
 
 #include <fmt/format.h>
@@ -122,7 +125,52 @@ std::vector<int32_t> chat_prompt(const json& body, const ServedModel& model) {
   return encode(model, format_chat(chat, model.chat_format, true), "messages");
 }
 
-void read_sampling(const json& body, SamplingParams& s) {
+// OpenAI's logit_bias: {"token id": bias}, ids of the vocabulary, biases in [-100, 100].
+std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const ServedModel& model) {
+  const json* biases = field(body, "logit_bias");
+  if (biases == nullptr) return {};
+  if (!biases->is_object()) throw invalid_request("'logit_bias' must be an object of token ids to numbers", "logit_bias");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, value] : biases->items()) {
+    int64_t token = -1;
+    const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), token);
+    if (error != std::errc{} || end != key.data() + key.size() || token < 0 || token >= model.tokenizer->vocab_size()) {
+      throw invalid_request(fmt::format("'logit_bias' key '{}' is not a token id of the vocabulary (0..{})", key,
+                                        model.tokenizer->vocab_size() - 1),
+                            "logit_bias");
+    }
+    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
+      throw invalid_request(fmt::format("'logit_bias' values must be numbers in [-100, 100] (token {})", key),
+                            "logit_bias");
+    }
+    out.emplace_back(int32_t(token), value.get<float>());
+  }
+  return out;
+}
+
+// Fields that would change what comes back and that this server does not implement are refused
+// rather than ignored: a client that asks for JSON output, tool calls, several candidates or an
+// insertion suffix must not get plain text as if it had been honoured.
+void refuse_unsupported(const json& body) {
+  if (number<int64_t>(body, "best_of", 1) != 1) throw invalid_request("only best_of = 1 is supported", "best_of");
+  if (const json* suffix = field(body, "suffix"); suffix != nullptr && !(suffix->is_string() && suffix->empty())) {
+    throw invalid_request("'suffix' (insertion) is not supported", "suffix");
+  }
+  if (const json* format = field(body, "response_format")) {
+    const json* type = format->is_object() ? field(*format, "type") : nullptr;
+    if (type == nullptr || *type != "text") {
+      throw invalid_request("'response_format' other than {\"type\": \"text\"} is not supported (no constrained decoding)",
+                            "response_format");
+    }
+  }
+  for (const char* calls : {"tools", "functions"}) {
+    if (const json* list = field(body, calls); list != nullptr && !(list->is_array() && list->empty())) {
+      throw invalid_request(fmt::format("'{}' is not supported (no tool calling)", calls), calls);
+    }
+  }
+}
+
+void read_sampling(const json& body, const ServedModel& model, SamplingParams& s) {
   s.temperature = number<float>(body, "temperature", 1.0f);
   s.top_p = number<float>(body, "top_p", 1.0f);
   const int64_t top_k = number<int64_t>(body, "top_k", 0);
@@ -130,6 +178,7 @@ void read_sampling(const json& body, SamplingParams& s) {
   s.top_k = top_k < 0 ? 0 : int32_t(top_k);
   s.min_p = number<float>(body, "min_p", 0.0f);
   s.repetition_penalty = number<float>(body, "repetition_penalty", 1.0f);
+  s.logit_bias = logit_bias(body, model);
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) throw invalid_request("'seed' must be an integer", "seed");
     s.seed = uint64_t(seed->get<int64_t>());
@@ -206,7 +255,8 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
   GenerationRequest& g = request.generation;
   g.prompt = endpoint == Endpoint::completions ? completion_prompt(body, model) : chat_prompt(body, model);
   if (g.prompt.empty()) throw invalid_request("the prompt is empty", endpoint == Endpoint::completions ? "prompt" : "messages");
-  read_sampling(body, g.sampling);
+  refuse_unsupported(body);
+  read_sampling(body, model, g.sampling);
   const int64_t room = model.max_model_len - int64_t(g.prompt.size());
   if (room < 1) {
     throw invalid_request(fmt::format("the prompt has {} tokens; this model's maximum context length is {} tokens",
@@ -233,13 +283,23 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
     request.include_usage = boolean(*options, "include_usage", false);
   }
   if (endpoint == Endpoint::completions) {
+    // logprobs N: the sampled token's and the N most likely ones' (null or absent: none).
     const int64_t logprobs = number<int64_t>(body, "logprobs", -1);
-    if (logprobs > 5) throw invalid_request("'logprobs' must be at most 5", "logprobs");
+    if (field(body, "logprobs") != nullptr && (logprobs < 0 || logprobs > 5)) {
+      throw invalid_request("'logprobs' must lie in [0, 5]", "logprobs");
+    }
     request.logprobs = logprobs >= 0;
+    g.top_logprobs = int32_t(std::max<int64_t>(logprobs, 0));
     request.echo = boolean(body, "echo", false);
     g.prompt_logprobs = request.echo && request.logprobs;
   } else {
     request.logprobs = boolean(body, "logprobs", false);
+    const int64_t top = number<int64_t>(body, "top_logprobs", 0);
+    if (top < 0 || top > kMaxTopLogprobs) {
+      throw invalid_request(fmt::format("'top_logprobs' must lie in [0, {}]", kMaxTopLogprobs), "top_logprobs");
+    }
+    if (top > 0 && !request.logprobs) throw invalid_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    g.top_logprobs = int32_t(top);
   }
   g.logprobs = request.logprobs;
   return request;
@@ -268,23 +328,36 @@ json ResponseBuilder::usage() const {
 
 json ResponseBuilder::logprobs_of(const RequestOutput& output) const {
   if (!request_.logprobs) return nullptr;
+  // The most likely tokens at new token i (none where the request did not ask for them).
+  auto top_at = [&](size_t i) {
+    return i < output.top_logprobs.size() ? std::span<const TokenLogprob>(output.top_logprobs[i])
+                                          : std::span<const TokenLogprob>();
+  };
   if (request_.endpoint == Endpoint::chat_completions) {
+    auto entry = [&](int32_t token, float logprob) {
+      const std::string& bytes = model_.tokenizer->token_bytes(token);
+      return json{{"token", bytes}, {"logprob", logprob}, {"bytes", std::vector<int>(bytes.begin(), bytes.end())}};
+    };
     json content = json::array();
     for (size_t i = 0; i < output.tokens.size(); ++i) {
-      const std::string& bytes = model_.tokenizer->token_bytes(output.tokens[i]);
-      content.push_back({{"token", bytes},
-                         {"logprob", output.logprobs[i]},
-                         {"bytes", std::vector<int>(bytes.begin(), bytes.end())},
-                         {"top_logprobs", json::array()}});
+      json item = entry(output.tokens[i], output.logprobs[i]);
+      item["top_logprobs"] = json::array();
+      for (const TokenLogprob& top : top_at(i)) item["top_logprobs"].push_back(entry(top.token, top.logprob));
+      content.push_back(std::move(item));
     }
     return {{"content", content}};
   }
-  json tokens = json::array(), values = json::array();
+  json tokens = json::array(), values = json::array(), tops = json::array();
   for (size_t i = 0; i < output.tokens.size(); ++i) {
     tokens.push_back(model_.tokenizer->token_bytes(output.tokens[i]));
     values.push_back(output.logprobs[i]);
+    json top = json::object();
+    for (const TokenLogprob& t : top_at(i)) top[model_.tokenizer->token_bytes(t.token)] = t.logprob;
+    tops.push_back(std::move(top));
   }
-  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", nullptr}};
+  return {{"tokens", tokens},
+          {"token_logprobs", values},
+          {"top_logprobs", request_.generation.top_logprobs > 0 ? tops : json(nullptr)}};
 }
 
 std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
@@ -297,12 +370,14 @@ std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
   sent_role_ = true;
   unsent_tokens_.insert(unsent_tokens_.end(), output.tokens.begin(), output.tokens.end());
   unsent_logprobs_.insert(unsent_logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
+  unsent_top_logprobs_.insert(unsent_top_logprobs_.end(), output.top_logprobs.begin(), output.top_logprobs.end());
   if (text.empty() && !output.finished && !(first && request_.endpoint == Endpoint::chat_completions)) {
     return std::nullopt;
   }
   RequestOutput shown;
   shown.tokens = std::exchange(unsent_tokens_, {});
   shown.logprobs = std::exchange(unsent_logprobs_, {});
+  shown.top_logprobs = std::exchange(unsent_top_logprobs_, {});
   json choice = {{"index", 0}, {"logprobs", logprobs_of(shown)}};
   choice["finish_reason"] = output.finished ? json(finish_reason(output.finish_reason)) : json();
   if (request_.endpoint == Endpoint::completions) {
@@ -334,6 +409,7 @@ void ResponseBuilder::add(const RequestOutput& output) {
   text_ += output.text;
   tokens_.insert(tokens_.end(), output.tokens.begin(), output.tokens.end());
   logprobs_.insert(logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
+  top_logprobs_.insert(top_logprobs_.end(), output.top_logprobs.begin(), output.top_logprobs.end());
   if (output.finished) finish_ = output.finish_reason;
 }
 
@@ -341,6 +417,7 @@ json ResponseBuilder::response() const {
   RequestOutput all;
   all.tokens = tokens_;
   all.logprobs = logprobs_;
+  all.top_logprobs = top_logprobs_;
   json choice = {{"index", 0}, {"logprobs", logprobs_of(all)}, {"finish_reason", finish_reason(finish_)}};
   json r;
   if (request_.endpoint == Endpoint::completions) {

@@ -37,7 +37,8 @@ struct ApiRequest {
   GenerationRequest generation;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
-  bool logprobs = false;       // report the log-probability of each sampled token
+  bool logprobs = false;       // report the log-probability of each sampled token (and the
+                               // generation's top_logprobs most likely tokens at it)
   bool echo = false;           // completions: the prompt text leads the result
 };
 
@@ -69,10 +70,12 @@ class ResponseBuilder {
   std::string text_;
   std::vector<int32_t> tokens_;
   std::vector<float> logprobs_;
+  std::vector<std::vector<TokenLogprob>> top_logprobs_;
   // Streaming: tokens whose text is still held back (a partial UTF-8 character or a possible stop
   // string) ride, with their log-probabilities, on the next chunk that shows text.
   std::vector<int32_t> unsent_tokens_;
   std::vector<float> unsent_logprobs_;
+  std::vector<std::vector<TokenLogprob>> unsent_top_logprobs_;
   FinishReason finish_ = FinishReason::none;
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;

@@ -136,28 +136,39 @@ std::vector<float> prompt_logprobs_of(Engine& engine, RequestId id) {
   return logprobs;
 }
 
-// Each new token's log-probability comes back where the request asks for it, and only there
-// (beside a request that does not, batched with it: the same tokens, no log-probabilities), and
-// it is the log-softmax of the token's row: the prompt followed by the generated tokens, scored
-// through the prompt-logprob path, gives the same values.
+// Each new token's log-probability, and the most likely tokens at it, come back where the request
+// asks for them, and only there (beside a request that does not, batched with it: the same tokens,
+// no log-probabilities), and the log-probability is the log-softmax of the token's row: the prompt
+// followed by the generated tokens, scored through the prompt-logprob path, gives the same values.
 TEST(EngineBatching, TokenLogprobsOnlyWhereAsked) {
   auto engine = make_test_engine(KvCacheConfig{}, {64, 0}, 2);
   GenerationRequest asked = greedy("The quick brown fox", 6);
   asked.logprobs = true;
+  asked.top_logprobs = 3;
   const GenerationRequest silent = greedy("The quick brown fox", 6);
   const RequestId asked_id = engine->submit(asked), silent_id = engine->submit(silent);
   std::map<RequestId, std::vector<int32_t>> tokens;
   std::map<RequestId, std::vector<float>> logprobs;
+  std::map<RequestId, std::vector<std::vector<TokenLogprob>>> tops;
   for (int steps = 0; !engine->idle() && steps < 100; ++steps) {
     for (const auto& out : engine->step()) {
       tokens[out.id].insert(tokens[out.id].end(), out.tokens.begin(), out.tokens.end());
       logprobs[out.id].insert(logprobs[out.id].end(), out.logprobs.begin(), out.logprobs.end());
+      tops[out.id].insert(tops[out.id].end(), out.top_logprobs.begin(), out.top_logprobs.end());
     }
   }
   ASSERT_EQ(tokens[asked_id].size(), 6u);
   EXPECT_EQ(tokens[asked_id], tokens[silent_id]);
   EXPECT_TRUE(logprobs[silent_id].empty());
+  EXPECT_TRUE(tops[silent_id].empty());
   ASSERT_EQ(logprobs[asked_id].size(), 6u);
+  // Greedy: the sampled token heads each list of the three most likely, with its own value.
+  ASSERT_EQ(tops[asked_id].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    ASSERT_EQ(tops[asked_id][i].size(), 3u);
+    EXPECT_EQ(tops[asked_id][i][0], (TokenLogprob{tokens[asked_id][i], logprobs[asked_id][i]}));
+    EXPECT_GE(tops[asked_id][i][1].logprob, tops[asked_id][i][2].logprob);
+  }
   GenerationRequest scored = greedy("The quick brown fox", 0);
   scored.prompt.insert(scored.prompt.end(), tokens[asked_id].begin(), tokens[asked_id].end());
   scored.prompt_logprobs = true;
@@ -197,6 +208,13 @@ TEST(EngineBatching, RejectsRequestsThatCanNeverRun) {
   bad_token.prompt.push_back(99999);
   EXPECT_THROW(engine->submit(bad_token), Error);
   EXPECT_THROW(engine->submit(greedy("hi", 0)), Error);
+  GenerationRequest bad_bias = greedy("hi", 4);
+  bad_bias.sampling.logit_bias = {{99999, 1.0f}};
+  EXPECT_THROW(engine->submit(bad_bias), Error);
+  GenerationRequest too_many_top = greedy("hi", 4);
+  too_many_top.logprobs = true;
+  too_many_top.top_logprobs = kMaxTopLogprobs + 1;
+  EXPECT_THROW(engine->submit(too_many_top), Error);
 }
 
 }  // namespace

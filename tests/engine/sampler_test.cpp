@@ -92,11 +92,48 @@ TEST(Sampler, RepetitionPenaltyDiscouragesSeenTokens) {
   EXPECT_EQ(sampler.sample(kLogits, history), 2);
 }
 
+// The bias is added to the logits the rules read: +1 lifts token 2 (2.5) over token 1 (3.0), -100
+// removes token 1 so that token 5 (2.9) wins; ids beyond the row take none. With the repetition
+// penalty, the penalized logits are biased: token 1 halved to 1.5, then +1.45 lifts it to 2.95,
+// over token 5 (biased first, (3 + 1.45) / 2 would leave it below).
+TEST(Sampler, LogitBiasIsAddedToTheLogits) {
+  EXPECT_EQ(Sampler({.temperature = 0.0f, .logit_bias = {{2, 1.0f}}}).sample(kLogits, {}), 2);
+  EXPECT_EQ(Sampler({.temperature = 0.0f, .logit_bias = {{1, -100.0f}, {99, 100.0f}}}).sample(kLogits, {}), 5);
+  const std::vector<int32_t> history = {1};
+  EXPECT_EQ(Sampler({.temperature = 0.0f, .repetition_penalty = 2.0f, .logit_bias = {{1, 1.45f}}})
+                .sample(kLogits, history),
+            1);
+  // At temperature 1, a -100 bias leaves the token out of 2000 draws.
+  auto counts = histogram({.temperature = 1.0f, .logit_bias = {{1, -100.0f}}}, 2000);
+  EXPECT_EQ(counts.count(1), 0u);
+  EXPECT_EQ(counts.size(), 5u);
+}
+
+// The most likely tokens come most likely first, ties by id, with the log-softmax's values.
+TEST(Sampler, TopLogprobsAreTheMostLikelyTokens) {
+  const std::vector<TokenLogprob> top = top_logprobs(kLogits, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].token, 1);
+  EXPECT_EQ(top[1].token, 5);
+  EXPECT_EQ(top[2].token, 2);
+  for (const TokenLogprob& t : top) EXPECT_EQ(t.logprob, token_logprob(kLogits, t.token));
+  const std::vector<float> ties = {0.0f, 2.0f, 1.0f, 2.0f, 2.0f};
+  const std::vector<TokenLogprob> tied = top_logprobs(ties, 2);
+  ASSERT_EQ(tied.size(), 2u);
+  EXPECT_EQ(tied[0].token, 1);
+  EXPECT_EQ(tied[1].token, 3);
+  EXPECT_EQ(top_logprobs(kLogits, 10).size(), kLogits.size());
+  EXPECT_TRUE(top_logprobs(kLogits, 0).empty());
+}
+
 TEST(Sampler, RejectsOutOfRangeParameters) {
   EXPECT_THROW(Sampler({.temperature = -0.5f}), Error);
   EXPECT_THROW(Sampler({.top_p = 0.0f}), Error);
   EXPECT_THROW(Sampler({.min_p = 1.5f}), Error);
   EXPECT_THROW(Sampler({.top_k = -1}), Error);
+  EXPECT_THROW(Sampler({.logit_bias = {{3, 100.5f}}}), Error);
+  EXPECT_THROW(Sampler({.logit_bias = {{-1, 1.0f}}}), Error);
+  EXPECT_THROW(Sampler({.logit_bias = {{3, std::nanf("")}}}), Error);
 }
 
 TEST(StopStrings, HoldsBackPossibleStartsAndCutsAtTheStop) {

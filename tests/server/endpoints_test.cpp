@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "server_fixture.h"
+#include "support/test_paths.h"
+#include "tokenizer/tokenizer.h"
 
 namespace oscar::testing {
 namespace {
@@ -115,6 +117,86 @@ TEST(Endpoints, LogprobsWhereAsked) {
   const json content = json::parse(reply->body)["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 8u);
   for (const json& entry : content) EXPECT_LE(entry["logprob"].get<float>(), 0.0f);
+}
+
+// logprobs N (completions) and top_logprobs N (chat) add the N most likely tokens at each new
+// token, most likely first: greedy, the sampled token is the first of them, with the same value.
+TEST(Endpoints, TopLogprobsListTheMostLikelyTokens) {
+  TestServer server;
+  json body = greedy_body("The quick brown fox", 6);
+  body["stream"] = false;
+  body.erase("stream_options");
+  body["logprobs"] = 3;
+  const httplib::Result completion = server.client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(completion);
+  ASSERT_EQ(completion->status, 200) << completion->body;
+  const json logprobs = json::parse(completion->body)["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["top_logprobs"].size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const json& top = logprobs["top_logprobs"][i];  // {token text: logprob}; texts may coincide
+    ASSERT_TRUE(top.is_object());
+    EXPECT_GE(top.size(), 1u);
+    EXPECT_LE(top.size(), 3u);
+    const std::string token = logprobs["tokens"][i];
+    ASSERT_TRUE(top.contains(token)) << top.dump();
+    EXPECT_EQ(top[token].get<float>(), logprobs["token_logprobs"][i].get<float>());
+    for (const auto& [text, value] : top.items()) EXPECT_LE(value.get<float>(), top[token].get<float>());
+  }
+
+  const json chat = {{"model", "testbed"},
+                     {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
+                     {"max_tokens", 6},
+                     {"temperature", 0},
+                     {"ignore_eos", true},
+                     {"logprobs", true},
+                     {"top_logprobs", 4}};
+  const httplib::Result reply = server.client().Post("/v1/chat/completions", chat.dump(), "application/json");
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  const json content = json::parse(reply->body)["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 6u);
+  for (const json& entry : content) {
+    const json& top = entry["top_logprobs"];
+    ASSERT_EQ(top.size(), 4u);
+    EXPECT_EQ(top[0]["token"], entry["token"]);
+    EXPECT_EQ(top[0]["logprob"].get<float>(), entry["logprob"].get<float>());
+    for (size_t k = 1; k < 4; ++k) EXPECT_LE(top[k]["logprob"].get<float>(), top[k - 1]["logprob"].get<float>());
+  }
+}
+
+// logit_bias: +100 on one token makes greedy decoding emit only it; -100 on the token greedy
+// picks first makes it pick another.
+TEST(Endpoints, LogitBiasSteersTheTokens) {
+  TestServer server;
+  const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
+  json body = greedy_body("The quick brown fox", 5);
+  body["stream"] = false;
+  body.erase("stream_options");
+  body["logprobs"] = 0;
+  auto tokens_of = [&](const json& request) {
+    const httplib::Result result = server.client().Post("/v1/completions", request.dump(), "application/json");
+    EXPECT_TRUE(result);
+    EXPECT_EQ(result->status, 200) << result->body;
+    return json::parse(result->body)["choices"][0]["logprobs"]["tokens"];
+  };
+  const json plain = tokens_of(body);
+  ASSERT_EQ(plain.size(), 5u);
+
+  const int32_t forced_id = tokenizer.encode(" Debian").front();
+  body["logit_bias"] = {{std::to_string(forced_id), 100}};
+  const json forced = tokens_of(body);
+  ASSERT_EQ(forced.size(), 5u);
+  for (const json& token : forced) EXPECT_EQ(token, tokenizer.token_bytes(forced_id));
+
+  int32_t first_id = -1;
+  for (int32_t id = 0; id < tokenizer.vocab_size() && first_id < 0; ++id) {
+    if (tokenizer.token_bytes(id) == plain[0].get<std::string>()) first_id = id;
+  }
+  ASSERT_GE(first_id, 0);
+  body["logit_bias"] = {{std::to_string(first_id), -100}};
+  const json avoided = tokens_of(body);
+  ASSERT_EQ(avoided.size(), 5u);
+  EXPECT_NE(avoided[0], plain[0]);
 }
 
 }  // namespace

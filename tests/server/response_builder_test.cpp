@@ -1,6 +1,7 @@
 // The JSON a streamed request sees: tokens whose text is held back (a partial UTF-8 character, a
-// possible stop string) keep their log-probabilities, which arrive with the next chunk that shows
-// text, so the stream reports every sampled token once, as the non-streamed response does.
+// possible stop string) keep their log-probabilities and their most likely tokens, which arrive
+// with the next chunk that shows text, so the stream reports every sampled token once, as the
+// non-streamed response does.
 #include <gtest/gtest.h>
 
 #include "server/openai_protocol.h"
@@ -14,6 +15,9 @@ RequestOutput step(std::vector<int32_t> tokens, std::vector<float> logprobs, std
   RequestOutput output;
   output.tokens = std::move(tokens);
   output.logprobs = std::move(logprobs);
+  for (size_t i = 0; i < output.tokens.size(); ++i) {
+    output.top_logprobs.push_back({{output.tokens[i], output.logprobs[i]}, {7, output.logprobs[i] - 1.0f}});
+  }
   output.text = std::move(text);
   output.finished = finished;
   if (finished) output.finish_reason = FinishReason::length;
@@ -29,16 +33,26 @@ TEST(ResponseBuilder, HeldBackTokensKeepTheirLogprobs) {
     request.endpoint = endpoint;
     request.stream = true;
     request.logprobs = true;
+    request.generation.top_logprobs = 2;
     ResponseBuilder builder(request, model);
-    std::vector<float> streamed;
+    std::vector<float> streamed, streamed_top;
     auto collect = [&](const std::optional<nlohmann::json>& chunk) {
       if (!chunk) return;
       const auto& logprobs = (*chunk)["choices"][0]["logprobs"];
       if (endpoint == Endpoint::completions) {
         for (const auto& value : logprobs["token_logprobs"]) streamed.push_back(value.get<float>());
         EXPECT_EQ(logprobs["tokens"].size(), logprobs["token_logprobs"].size());
+        ASSERT_EQ(logprobs["top_logprobs"].size(), logprobs["tokens"].size());
+        for (size_t i = 0; i < logprobs["tokens"].size(); ++i) {
+          streamed_top.push_back(logprobs["top_logprobs"][i][logprobs["tokens"][i].get<std::string>()].get<float>());
+        }
       } else {
-        for (const auto& entry : logprobs["content"]) streamed.push_back(entry["logprob"].get<float>());
+        for (const auto& entry : logprobs["content"]) {
+          streamed.push_back(entry["logprob"].get<float>());
+          ASSERT_EQ(entry["top_logprobs"].size(), 2u);
+          streamed_top.push_back(entry["top_logprobs"][0]["logprob"].get<float>());
+          EXPECT_EQ(entry["top_logprobs"][1]["logprob"].get<float>(), entry["logprob"].get<float>() - 1.0f);
+        }
       }
     };
     collect(builder.chunk(step({10}, {-0.5f}, "a")));
@@ -48,6 +62,7 @@ TEST(ResponseBuilder, HeldBackTokensKeepTheirLogprobs) {
     collect(builder.chunk(step({12}, {-2.5f}, "bc")));
     collect(builder.chunk(step({13}, {-3.5f}, "d", true)));
     EXPECT_EQ(streamed, (std::vector<float>{-0.5f, -1.5f, -2.5f, -3.5f})) << int(endpoint);
+    EXPECT_EQ(streamed_top, streamed) << int(endpoint);
   }
 }
 
