@@ -11,6 +11,23 @@ namespace {
 
 using nlohmann::json;
 
+// A greedy completion of exactly `max_tokens` tokens, not streamed.
+json unstreamed_body(const std::string& prompt, int64_t max_tokens) {
+  json body = greedy_body(prompt, max_tokens);
+  body["stream"] = false;
+  body.erase("stream_options");
+  return body;
+}
+
+// The reply to `body` at `path`, which must succeed (null where it did not).
+json post_ok(const TestServer& server, const std::string& path, const json& body) {
+  const httplib::Result result = server.client().Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(result) << path;
+  if (!result) return nullptr;
+  EXPECT_EQ(result->status, 200) << result->body;
+  return result->status == 200 ? json::parse(result->body) : json();
+}
+
 TEST(Endpoints, HealthAndModels) {
   TestServer server;
   httplib::Client client = server.client();
@@ -53,11 +70,7 @@ TEST(Endpoints, ChatCompletionsStreamedAndNot) {
   EXPECT_FALSE(streamed.text.empty());
 
   body["stream"] = false;
-  const httplib::Result whole =
-      server.client().Post("/v1/chat/completions", body.dump(), "application/json");
-  ASSERT_TRUE(whole);
-  ASSERT_EQ(whole->status, 200) << whole->body;
-  const json reply = json::parse(whole->body);
+  const json reply = post_ok(server, "/v1/chat/completions", body);
   EXPECT_EQ(reply["object"], "chat.completion");
   EXPECT_EQ(reply["choices"][0]["message"]["role"], "assistant");
   EXPECT_EQ(reply["choices"][0]["message"]["content"], streamed.text);
@@ -71,14 +84,7 @@ TEST(Endpoints, CompletionsStreamedEqualNotStreamed) {
   ASSERT_TRUE(streamed.ok()) << streamed.error;
   EXPECT_GT(streamed.prompt_tokens, 0);
   EXPECT_EQ(streamed.completion_tokens, 16);
-  json body = greedy_body("The quick brown fox", 16);
-  body["stream"] = false;
-  body.erase("stream_options");
-  const httplib::Result whole =
-      server.client().Post("/v1/completions", body.dump(), "application/json");
-  ASSERT_TRUE(whole);
-  ASSERT_EQ(whole->status, 200) << whole->body;
-  const json reply = json::parse(whole->body);
+  const json reply = post_ok(server, "/v1/completions", unstreamed_body("The quick brown fox", 16));
   EXPECT_EQ(reply["object"], "text_completion");
   EXPECT_EQ(reply["choices"][0]["text"], streamed.text);
   EXPECT_EQ(reply["usage"]["prompt_tokens"], streamed.prompt_tokens);
@@ -89,21 +95,13 @@ TEST(Endpoints, CompletionsStreamedEqualNotStreamed) {
 // then): one per completion token, each a log-probability (at most 0).
 TEST(Endpoints, LogprobsWhereAsked) {
   TestServer server;
-  json body = greedy_body("The quick brown fox", 8);
-  body["stream"] = false;
-  body.erase("stream_options");
+  json body = unstreamed_body("The quick brown fox", 8);
   body["logprobs"] = 0;
-  const httplib::Result completion = server.client().Post("/v1/completions", body.dump(), "application/json");
-  ASSERT_TRUE(completion);
-  ASSERT_EQ(completion->status, 200) << completion->body;
-  const json values = json::parse(completion->body)["choices"][0]["logprobs"]["token_logprobs"];
+  const json values = post_ok(server, "/v1/completions", body)["choices"][0]["logprobs"]["token_logprobs"];
   ASSERT_EQ(values.size(), 8u);
   for (const json& value : values) EXPECT_LE(value.get<float>(), 0.0f);
   body.erase("logprobs");
-  const httplib::Result plain = server.client().Post("/v1/completions", body.dump(), "application/json");
-  ASSERT_TRUE(plain);
-  ASSERT_EQ(plain->status, 200) << plain->body;
-  EXPECT_TRUE(json::parse(plain->body)["choices"][0]["logprobs"].is_null());
+  EXPECT_TRUE(post_ok(server, "/v1/completions", body)["choices"][0]["logprobs"].is_null());
 
   const json chat = {{"model", "testbed"},
                      {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
@@ -111,10 +109,7 @@ TEST(Endpoints, LogprobsWhereAsked) {
                      {"temperature", 0},
                      {"ignore_eos", true},
                      {"logprobs", true}};
-  const httplib::Result reply = server.client().Post("/v1/chat/completions", chat.dump(), "application/json");
-  ASSERT_TRUE(reply);
-  ASSERT_EQ(reply->status, 200) << reply->body;
-  const json content = json::parse(reply->body)["choices"][0]["logprobs"]["content"];
+  const json content = post_ok(server, "/v1/chat/completions", chat)["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 8u);
   for (const json& entry : content) EXPECT_LE(entry["logprob"].get<float>(), 0.0f);
 }
@@ -123,14 +118,9 @@ TEST(Endpoints, LogprobsWhereAsked) {
 // token, most likely first: greedy, the sampled token is the first of them, with the same value.
 TEST(Endpoints, TopLogprobsListTheMostLikelyTokens) {
   TestServer server;
-  json body = greedy_body("The quick brown fox", 6);
-  body["stream"] = false;
-  body.erase("stream_options");
+  json body = unstreamed_body("The quick brown fox", 6);
   body["logprobs"] = 3;
-  const httplib::Result completion = server.client().Post("/v1/completions", body.dump(), "application/json");
-  ASSERT_TRUE(completion);
-  ASSERT_EQ(completion->status, 200) << completion->body;
-  const json logprobs = json::parse(completion->body)["choices"][0]["logprobs"];
+  const json logprobs = post_ok(server, "/v1/completions", body)["choices"][0]["logprobs"];
   ASSERT_EQ(logprobs["top_logprobs"].size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
     const json& top = logprobs["top_logprobs"][i];  // {token text: logprob}; texts may coincide
@@ -150,10 +140,7 @@ TEST(Endpoints, TopLogprobsListTheMostLikelyTokens) {
                      {"ignore_eos", true},
                      {"logprobs", true},
                      {"top_logprobs", 4}};
-  const httplib::Result reply = server.client().Post("/v1/chat/completions", chat.dump(), "application/json");
-  ASSERT_TRUE(reply);
-  ASSERT_EQ(reply->status, 200) << reply->body;
-  const json content = json::parse(reply->body)["choices"][0]["logprobs"]["content"];
+  const json content = post_ok(server, "/v1/chat/completions", chat)["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 6u);
   for (const json& entry : content) {
     const json& top = entry["top_logprobs"];
@@ -169,15 +156,10 @@ TEST(Endpoints, TopLogprobsListTheMostLikelyTokens) {
 TEST(Endpoints, LogitBiasSteersTheTokens) {
   TestServer server;
   const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
-  json body = greedy_body("The quick brown fox", 5);
-  body["stream"] = false;
-  body.erase("stream_options");
+  json body = unstreamed_body("The quick brown fox", 5);
   body["logprobs"] = 0;
   auto tokens_of = [&](const json& request) {
-    const httplib::Result result = server.client().Post("/v1/completions", request.dump(), "application/json");
-    EXPECT_TRUE(result);
-    EXPECT_EQ(result->status, 200) << result->body;
-    return json::parse(result->body)["choices"][0]["logprobs"]["tokens"];
+    return post_ok(server, "/v1/completions", request)["choices"][0]["logprobs"]["tokens"];
   };
   const json plain = tokens_of(body);
   ASSERT_EQ(plain.size(), 5u);
