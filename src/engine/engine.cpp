@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "kvcache/page_layout.h"
 #include "tokenizer/tokenizer.h"
@@ -26,7 +27,8 @@ Engine::Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, Eng
   if (options_.prefix_caching) {
     prefix_cache_ = std::make_unique<PrefixCache>(backend_->kv_config(), pools_);
     hooks.admit = [this](Sequence& sequence) {
-      if (sequence.request.full_precision_prefill) return;
+      // Prompt log-probabilities need every prompt position's logits.
+      if (sequence.request.full_precision_prefill || sequence.request.prompt_logprobs) return;
       // At least one token must be computed for the logits of the next one.
       const int64_t attached = prefix_cache_->attach(sequence.tokens, int64_t(sequence.tokens.size()) - 1,
                                                      sequence.pages, sequence.cache_cursor);
@@ -168,10 +170,14 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
     Sequence& sequence = *plan[c].sequence;
     Sampled& s = sampled[c];
     if (s.all_rows) {
+      const int32_t top = sequence.request.logprobs ? sequence.request.top_logprobs : 0;
       for (int64_t i = 0; i < s.rows; ++i) {
         const int64_t next = s.start + i + 1;
-        if (next < sequence.prompt_size()) {
-          sequence.prompt_logprobs.push_back(token_logprob(logits_row(s.first_row + i), sequence.tokens[size_t(next)]));
+        // Positions already scored (before a preemption) are not scored again.
+        if (next < sequence.prompt_size() && size_t(next - 1) == sequence.prompt_logprobs.size()) {
+          const std::span<const float> scores = logits_row(s.first_row + i);
+          sequence.prompt_logprobs.push_back(token_logprob(scores, sequence.tokens[size_t(next)]));
+          if (top > 0) sequence.prompt_top_logprobs.push_back(top_logprobs(scores, top));
         }
       }
     }
@@ -187,8 +193,10 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
   for (size_t c = 0; c < plan.size(); ++c) {
     Sequence& sequence = *plan[c].sequence;
     RequestOutput output = output_for(sequence);
-    if (sampled[c].all_rows && sequence.pages.num_tokens() >= sequence.prompt_size()) {
+    if (sampled[c].all_rows && sequence.pages.num_tokens() >= sequence.prompt_size() &&
+        !std::exchange(sequence.prompt_logprobs_sent, true)) {
       output.prompt_logprobs = sequence.prompt_logprobs;
+      output.prompt_top_logprobs = sequence.prompt_top_logprobs;
     }
     const bool emitted_prompt_logprobs = !output.prompt_logprobs.empty();
     if (sequence.uncomputed() == 0) {

@@ -26,7 +26,9 @@ struct GenerationRequest {
   StopCriteria stop;
   bool logprobs = false;         // report each new token's log-probability (RequestOutput::logprobs)
   int32_t top_logprobs = 0;      // with logprobs: also the most likely tokens at each new token, this many
-  bool prompt_logprobs = false;  // report log p(prompt[i] | prompt[<i]) (perplexity, echo)
+  // Report log p(prompt[i] | prompt[<i]) (perplexity, echo), with the top_logprobs most likely
+  // tokens at each where logprobs is set. The prompt is then computed whole (no prefix-cache hit).
+  bool prompt_logprobs = false;
   // The prompt attends to itself in full precision; the cache is quantized before decoding
   // (needle-in-a-haystack "bf16 prefill"). Otherwise every position follows the decode rule.
   bool full_precision_prefill = false;
@@ -42,6 +44,7 @@ struct RequestOutput {
   std::vector<std::vector<TokenLogprob>> top_logprobs;  // one list per new token, where asked for
   std::string text;               // new text (complete UTF-8 characters, stop strings removed)
   std::vector<float> prompt_logprobs;  // once, when the prompt is done (prompt_logprobs requested)
+  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs;  // with them, where top_logprobs asked
   bool finished = false;
   FinishReason finish_reason = FinishReason::none;
   std::string error;              // when finish_reason == error

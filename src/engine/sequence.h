@@ -30,7 +30,11 @@ struct Sequence {
   Sampler sampler;
   std::unique_ptr<StreamingDecoder> decoder;  // null without a tokenizer
   StopStringMatcher stop_matcher;
+  // log p(prompt[i + 1] | prompt[..i]) and the most likely tokens there (where asked for), each
+  // position once: a preempted sequence recomputes its prompt without adding them again.
   std::vector<float> prompt_logprobs;
+  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs;
+  bool prompt_logprobs_sent = false;
   int64_t cached_prompt_tokens = 0;
   PrefixCache::Cursor cache_cursor;
   int64_t preemptions = 0;

@@ -263,25 +263,6 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
                                       g.prompt.size(), model.max_model_len),
                           endpoint == Endpoint::completions ? "prompt" : "messages");
   }
-  const char* max_key = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  const int64_t default_max = endpoint == Endpoint::completions ? std::min<int64_t>(16, room) : room;
-  g.stop.max_tokens = number<int64_t>(body, max_key, default_max);
-  if (g.stop.max_tokens < 1) throw invalid_request(fmt::format("'{}' must be at least 1", max_key), max_key);
-  if (g.stop.max_tokens > room) {
-    throw invalid_request(fmt::format("'{}' is {}, but the prompt ({} tokens) leaves room for {} in the model's "
-                                      "context of {} tokens", max_key, g.stop.max_tokens, g.prompt.size(), room,
-                                      model.max_model_len),
-                          max_key);
-  }
-  g.stop.stop_strings = stop_strings(body);
-  if (!boolean(body, "ignore_eos", false)) {
-    g.stop.stop_token_ids = endpoint == Endpoint::completions ? model.eos_token_ids : model.chat_stop_token_ids;
-  }
-  request.stream = boolean(body, "stream", false);
-  if (const json* options = field(body, "stream_options")) {
-    if (!options->is_object()) throw invalid_request("'stream_options' must be an object", "stream_options");
-    request.include_usage = boolean(*options, "include_usage", false);
-  }
   if (endpoint == Endpoint::completions) {
     // logprobs N: the sampled token's and the N most likely ones' (null or absent: none).
     const int64_t logprobs = number<int64_t>(body, "logprobs", -1);
@@ -302,6 +283,28 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
     g.top_logprobs = int32_t(top);
   }
   g.logprobs = request.logprobs;
+  const char* max_key = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  const int64_t default_max = endpoint == Endpoint::completions ? std::min<int64_t>(16, room) : room;
+  g.stop.max_tokens = number<int64_t>(body, max_key, default_max);
+  // 0 only to score an echoed prompt (its tokens' log-probabilities, nothing generated).
+  if (g.stop.max_tokens < (g.prompt_logprobs ? 0 : 1)) {
+    throw invalid_request(fmt::format("'{}' must be at least 1 (0 with echo and logprobs)", max_key), max_key);
+  }
+  if (g.stop.max_tokens > room) {
+    throw invalid_request(fmt::format("'{}' is {}, but the prompt ({} tokens) leaves room for {} in the model's "
+                                      "context of {} tokens", max_key, g.stop.max_tokens, g.prompt.size(), room,
+                                      model.max_model_len),
+                          max_key);
+  }
+  g.stop.stop_strings = stop_strings(body);
+  if (!boolean(body, "ignore_eos", false)) {
+    g.stop.stop_token_ids = endpoint == Endpoint::completions ? model.eos_token_ids : model.chat_stop_token_ids;
+  }
+  request.stream = boolean(body, "stream", false);
+  if (const json* options = field(body, "stream_options")) {
+    if (!options->is_object()) throw invalid_request("'stream_options' must be an object", "stream_options");
+    request.include_usage = boolean(*options, "include_usage", false);
+  }
   return request;
 }
 
@@ -326,7 +329,7 @@ json ResponseBuilder::usage() const {
   return usage;
 }
 
-json ResponseBuilder::logprobs_of(const RequestOutput& output) const {
+json ResponseBuilder::logprobs_of(const RequestOutput& output, bool with_prompt) const {
   if (!request_.logprobs) return nullptr;
   // The most likely tokens at new token i (none where the request did not ask for them).
   auto top_at = [&](size_t i) {
@@ -347,14 +350,27 @@ json ResponseBuilder::logprobs_of(const RequestOutput& output) const {
     }
     return {{"content", content}};
   }
+  // Completions: with echo, the prompt's tokens lead, the first without a value (nothing precedes
+  // it), each other with its log-probability given the tokens before it.
   json tokens = json::array(), values = json::array(), tops = json::array();
-  for (size_t i = 0; i < output.tokens.size(); ++i) {
-    tokens.push_back(model_.tokenizer->token_bytes(output.tokens[i]));
-    values.push_back(output.logprobs[i]);
+  auto add = [&](int32_t token, json value, std::span<const TokenLogprob> most_likely, bool has_top) {
+    tokens.push_back(model_.tokenizer->token_bytes(token));
+    values.push_back(std::move(value));
     json top = json::object();
-    for (const TokenLogprob& t : top_at(i)) top[model_.tokenizer->token_bytes(t.token)] = t.logprob;
-    tops.push_back(std::move(top));
+    for (const TokenLogprob& t : most_likely) top[model_.tokenizer->token_bytes(t.token)] = t.logprob;
+    tops.push_back(has_top ? std::move(top) : json(nullptr));
+  };
+  if (with_prompt) {
+    const std::vector<int32_t>& prompt = request_.generation.prompt;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      const bool scored = i > 0 && i - 1 < output.prompt_logprobs.size();
+      add(prompt[i], scored ? json(output.prompt_logprobs[i - 1]) : json(nullptr),
+          scored && i - 1 < output.prompt_top_logprobs.size() ? std::span<const TokenLogprob>(output.prompt_top_logprobs[i - 1])
+                                                                : std::span<const TokenLogprob>(),
+          scored);
+    }
   }
+  for (size_t i = 0; i < output.tokens.size(); ++i) add(output.tokens[i], output.logprobs[i], top_at(i), true);
   return {{"tokens", tokens},
           {"token_logprobs", values},
           {"top_logprobs", request_.generation.top_logprobs > 0 ? tops : json(nullptr)}};
@@ -368,6 +384,10 @@ std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
   if (request_.echo && !sent_role_) text = text_ + text;  // the echoed prompt rides on the first chunk
   const bool first = !sent_role_;
   sent_role_ = true;
+  if (!output.prompt_logprobs.empty()) {
+    prompt_logprobs_ = output.prompt_logprobs;
+    prompt_top_logprobs_ = output.prompt_top_logprobs;
+  }
   unsent_tokens_.insert(unsent_tokens_.end(), output.tokens.begin(), output.tokens.end());
   unsent_logprobs_.insert(unsent_logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
   unsent_top_logprobs_.insert(unsent_top_logprobs_.end(), output.top_logprobs.begin(), output.top_logprobs.end());
@@ -378,7 +398,11 @@ std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
   shown.tokens = std::exchange(unsent_tokens_, {});
   shown.logprobs = std::exchange(unsent_logprobs_, {});
   shown.top_logprobs = std::exchange(unsent_top_logprobs_, {});
-  json choice = {{"index", 0}, {"logprobs", logprobs_of(shown)}};
+  if (request_.echo && first) {  // the echoed prompt's values ride with its text
+    shown.prompt_logprobs = prompt_logprobs_;
+    shown.prompt_top_logprobs = prompt_top_logprobs_;
+  }
+  json choice = {{"index", 0}, {"logprobs", logprobs_of(shown, request_.echo && first)}};
   choice["finish_reason"] = output.finished ? json(finish_reason(output.finish_reason)) : json();
   if (request_.endpoint == Endpoint::completions) {
     choice["text"] = text;
@@ -410,6 +434,10 @@ void ResponseBuilder::add(const RequestOutput& output) {
   tokens_.insert(tokens_.end(), output.tokens.begin(), output.tokens.end());
   logprobs_.insert(logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
   top_logprobs_.insert(top_logprobs_.end(), output.top_logprobs.begin(), output.top_logprobs.end());
+  if (!output.prompt_logprobs.empty()) {
+    prompt_logprobs_ = output.prompt_logprobs;
+    prompt_top_logprobs_ = output.prompt_top_logprobs;
+  }
   if (output.finished) finish_ = output.finish_reason;
 }
 
@@ -418,7 +446,9 @@ json ResponseBuilder::response() const {
   all.tokens = tokens_;
   all.logprobs = logprobs_;
   all.top_logprobs = top_logprobs_;
-  json choice = {{"index", 0}, {"logprobs", logprobs_of(all)}, {"finish_reason", finish_reason(finish_)}};
+  all.prompt_logprobs = prompt_logprobs_;
+  all.prompt_top_logprobs = prompt_top_logprobs_;
+  json choice = {{"index", 0}, {"logprobs", logprobs_of(all, request_.echo)}, {"finish_reason", finish_reason(finish_)}};
   json r;
   if (request_.endpoint == Endpoint::completions) {
     choice["text"] = text_;

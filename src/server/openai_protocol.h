@@ -39,7 +39,8 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // report the log-probability of each sampled token (and the
                                // generation's top_logprobs most likely tokens at it)
-  bool echo = false;           // completions: the prompt text leads the result
+  bool echo = false;           // completions: the prompt text (and, with logprobs, its tokens'
+                               // log-probabilities) leads the result
 };
 
 // Throws ApiError (400 invalid_request_error, 404 model_not_found) naming the field at fault.
@@ -59,7 +60,8 @@ class ResponseBuilder {
   nlohmann::json response() const;
 
  private:
-  nlohmann::json logprobs_of(const RequestOutput& output) const;
+  // `with_prompt`: completions with echo lead with the prompt's tokens and log-probabilities.
+  nlohmann::json logprobs_of(const RequestOutput& output, bool with_prompt) const;
   nlohmann::json usage() const;
   nlohmann::json base(const char* object) const;
 
@@ -71,6 +73,8 @@ class ResponseBuilder {
   std::vector<int32_t> tokens_;
   std::vector<float> logprobs_;
   std::vector<std::vector<TokenLogprob>> top_logprobs_;
+  std::vector<float> prompt_logprobs_;  // echo with logprobs: the prompt's, once the prompt is done
+  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs_;
   // Streaming: tokens whose text is still held back (a partial UTF-8 character or a possible stop
   // string) ride, with their log-probabilities, on the next chunk that shows text.
   std::vector<int32_t> unsent_tokens_;

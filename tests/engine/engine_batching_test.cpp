@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <ostream>
 
 #include "engine/engine.h"
 #include "model/model_weights.h"
@@ -12,6 +13,13 @@
 #include "util/error.h"
 
 namespace oscar {
+namespace {
+
+}  // namespace
+
+// Readable failures for lists of TokenLogprob.
+void PrintTo(const TokenLogprob& entry, std::ostream* out) { *out << "(" << entry.token << ", " << entry.logprob << ")"; }
+
 namespace {
 
 const ModelWeights& testbed() {
@@ -110,6 +118,94 @@ TEST(EngineBatching, ExhaustedPoolPreemptsAndStillFinishesEveryRequest) {
   engine->reset_prefix_cache();
   EXPECT_EQ(engine->pools().full.free_pages(), 14);
   EXPECT_EQ(engine->pools().quantized.free_pages(), 12);
+}
+
+// Prompt log-probabilities (echo in the API, perplexity) cover every prompt position exactly once:
+// a prompt that the prefix cache holds is computed again whole (an attached prefix has no logits),
+// and a sequence preempted and recomputed neither scores its prompt twice nor reports it twice.
+TEST(EngineBatching, PromptLogprobsScoreEveryPositionOnce) {
+  struct Scored {
+    std::vector<float> logprobs;
+    std::vector<std::vector<TokenLogprob>> top;
+    int reports = 0;
+    std::vector<int32_t> tokens;
+  };
+  auto scored_request = [](const std::string& prompt, int64_t max_tokens) {
+    GenerationRequest request = greedy(prompt, max_tokens);
+    request.prompt_logprobs = true;
+    request.logprobs = true;
+    request.top_logprobs = 2;
+    return request;
+  };
+  auto run_scored = [](Engine& engine) {
+    std::map<RequestId, Scored> results;
+    for (int steps = 0; !engine.idle() && steps < 5000; ++steps) {
+      for (const RequestOutput& out : engine.step()) {
+        Scored& s = results[out.id];
+        if (!out.prompt_logprobs.empty()) {
+          ++s.reports;
+          s.logprobs = out.prompt_logprobs;
+          s.top = out.prompt_top_logprobs;
+        }
+        s.tokens.insert(s.tokens.end(), out.tokens.begin(), out.tokens.end());
+      }
+    }
+    return results;
+  };
+
+  // Three pages of 64 tokens: the cache keeps whole pages.
+  std::string long_prompt;
+  for (const auto& prompt : kAllPrompts) long_prompt += prompt + "\n";
+  long_prompt += long_prompt + long_prompt;
+  auto engine = make_test_engine(KvCacheConfig{}, {64, 0}, 2);
+  const GenerationRequest request = scored_request(long_prompt, 0);
+  ASSERT_GT(request.prompt.size(), 128u);
+  const RequestId fresh = engine->submit(request);
+  const Scored reference = run_scored(*engine).at(fresh);
+  ASSERT_EQ(reference.reports, 1);
+  ASSERT_EQ(reference.logprobs.size(), request.prompt.size() - 1);
+  ASSERT_EQ(reference.top.size(), request.prompt.size() - 1);
+  for (size_t i = 0; i < reference.top.size(); ++i) {
+    ASSERT_EQ(reference.top[i].size(), 2u);
+    EXPECT_GE(reference.top[i][0].logprob, reference.logprobs[i]);
+  }
+  // The prompt is in the prefix cache now (a plain request finds it there), yet scored whole.
+  const RequestId plain = engine->submit(greedy(long_prompt, 1));
+  int64_t plain_cached = 0;
+  for (int steps = 0; !engine->idle() && steps < 100; ++steps) {
+    for (const RequestOutput& out : engine->step()) {
+      if (out.id == plain) plain_cached = out.cached_prompt_tokens;
+    }
+  }
+  EXPECT_GT(plain_cached, 0);
+  const RequestId cached = engine->submit(request);
+  const Scored again = run_scored(*engine).at(cached);
+  EXPECT_EQ(again.reports, 1);
+  EXPECT_EQ(again.logprobs, reference.logprobs);
+  EXPECT_EQ(again.top, reference.top);
+
+  // Room for about three sequences: the others are preempted and recomputed.
+  std::vector<Scored> alone;
+  for (const auto& prompt : kPrompts) {
+    auto single = make_test_engine(testing::small_window_int2(), {64, 64}, 1);
+    const RequestId id = single->submit(scored_request(prompt, 60));
+    alone.push_back(run_scored(*single).at(id));
+  }
+  auto tight = make_test_engine(testing::small_window_int2(), {14, 12}, 8);
+  std::vector<RequestId> ids;
+  for (const auto& prompt : kPrompts) ids.push_back(tight->submit(scored_request(prompt, 60)));
+  const auto together = run_scored(*tight);
+  EXPECT_GT(tight->scheduler().preemptions(), 0);
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    const Scored& got = together.at(ids[i]);
+    EXPECT_EQ(got.reports, 1) << kPrompts[i];
+    EXPECT_EQ(got.tokens, alone[i].tokens) << kPrompts[i];
+    ASSERT_EQ(got.logprobs.size(), alone[i].logprobs.size()) << kPrompts[i];
+    ASSERT_EQ(got.top.size(), alone[i].top.size()) << kPrompts[i];
+    for (size_t k = 0; k < got.logprobs.size(); ++k) {
+      EXPECT_NEAR(got.logprobs[k], alone[i].logprobs[k], 1e-3f) << kPrompts[i] << " position " << k + 1;
+    }
+  }
 }
 
 TEST(EngineBatching, CancelReturnsPagesAndOthersContinue) {

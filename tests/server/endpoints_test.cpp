@@ -151,6 +151,59 @@ TEST(Endpoints, TopLogprobsListTheMostLikelyTokens) {
   }
 }
 
+// echo with logprobs scores the prompt (as lm-evaluation-harness asks: echo, logprobs 1, max_tokens
+// 0 or 1): its tokens lead the logprobs, the first without a value, each other with its
+// log-probability and its most likely tokens; max_tokens 0 gives the same values and no
+// completion, and the stream gives what the whole response gives.
+TEST(Endpoints, EchoWithLogprobsScoresThePrompt) {
+  TestServer server;
+  json body = unstreamed_body("The quick brown fox jumps over the lazy dog", 1);
+  body["echo"] = true;
+  body["logprobs"] = 1;
+  const json reply = post_ok(server, "/v1/completions", body);
+  const int64_t prompt_tokens = reply["usage"]["prompt_tokens"];
+  const json& logprobs = reply["choices"][0]["logprobs"];
+  ASSERT_EQ(logprobs["tokens"].size(), size_t(prompt_tokens + 1));
+  ASSERT_EQ(logprobs["token_logprobs"].size(), size_t(prompt_tokens + 1));
+  ASSERT_EQ(logprobs["top_logprobs"].size(), size_t(prompt_tokens + 1));
+  EXPECT_TRUE(logprobs["token_logprobs"][0].is_null());
+  EXPECT_TRUE(logprobs["top_logprobs"][0].is_null());
+  for (int64_t i = 1; i <= prompt_tokens; ++i) {
+    EXPECT_LE(logprobs["token_logprobs"][i].get<float>(), 0.0f) << i;
+    ASSERT_EQ(logprobs["top_logprobs"][i].size(), 1u) << i;
+    EXPECT_GE(logprobs["top_logprobs"][i].begin()->get<float>(), logprobs["token_logprobs"][i].get<float>()) << i;
+  }
+  std::string prompt_text;
+  for (int64_t i = 0; i < prompt_tokens; ++i) prompt_text += logprobs["tokens"][i].get<std::string>();
+  EXPECT_EQ(prompt_text, "The quick brown fox jumps over the lazy dog");
+  EXPECT_EQ(reply["choices"][0]["text"].get<std::string>().rfind(prompt_text, 0), 0u);
+
+  body["max_tokens"] = 0;
+  const json scored = post_ok(server, "/v1/completions", body);
+  EXPECT_EQ(scored["usage"]["completion_tokens"], 0);
+  EXPECT_EQ(scored["choices"][0]["text"], prompt_text);
+  const json& prompt_only = scored["choices"][0]["logprobs"];
+  ASSERT_EQ(prompt_only["token_logprobs"].size(), size_t(prompt_tokens));
+  for (int64_t i = 0; i < prompt_tokens; ++i) {
+    EXPECT_EQ(prompt_only["token_logprobs"][i], logprobs["token_logprobs"][i]) << i;
+    EXPECT_EQ(prompt_only["top_logprobs"][i], logprobs["top_logprobs"][i]) << i;
+  }
+
+  body["max_tokens"] = 1;
+  body["stream"] = true;
+  json streamed_tokens = json::array(), streamed_values = json::array();
+  const StreamedResponse streamed =
+      stream_completion(server.connection(), "/v1/completions", body, [&](const json& chunk) {
+        const json& part = chunk["choices"][0]["logprobs"];
+        for (const json& token : part["tokens"]) streamed_tokens.push_back(token);
+        for (const json& value : part["token_logprobs"]) streamed_values.push_back(value);
+        return true;
+      });
+  ASSERT_TRUE(streamed.ok()) << streamed.error;
+  EXPECT_EQ(streamed_tokens, logprobs["tokens"]);
+  EXPECT_EQ(streamed_values, logprobs["token_logprobs"]);
+}
+
 // logit_bias: +100 on one token makes greedy decoding emit only it; -100 on the token greedy
 // picks first makes it pick another.
 TEST(Endpoints, LogitBiasSteersTheTokens) {
