@@ -3,7 +3,9 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -22,63 +24,94 @@ void send_error(httplib::Response& res, const ApiError& error) {
 
 std::string sse(const json& value) { return "data: " + to_json_text(value) + "\n\n"; }
 
-// Streams a request's chunks as server-sent events; a client that goes away cancels the request
-// (its pages return to the pool at the engine's next step).
-void stream_response(httplib::Response& res, EngineService& service, std::shared_ptr<RequestStream> stream,
+using Streams = std::vector<std::shared_ptr<RequestStream>>;
+
+std::vector<ResponseBuilder> builders_for(const ApiRequest& request, const ServedModel& model) {
+  std::vector<ResponseBuilder> builders;
+  for (size_t i = 0; i < request.prompts.size(); ++i) builders.emplace_back(request, model, i);
+  return builders;
+}
+
+void cancel_all(EngineService& service, const Streams& streams) {
+  for (const auto& stream : streams) service.cancel(stream->id());
+}
+
+// Streams a request's chunks as server-sent events, its choices' as they come; a client that goes
+// away cancels the request (its pages return to the pool at the engine's next step).
+void stream_response(httplib::Response& res, EngineService& service, Streams streams,
                      std::shared_ptr<ApiRequest> request, const ServedModel& model) {
-  auto builder = std::make_shared<ResponseBuilder>(*request, model);
+  auto builders = std::make_shared<std::vector<ResponseBuilder>>(builders_for(*request, model));
+  auto finished = std::make_shared<std::vector<bool>>(streams.size(), false);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [&service, stream, request, builder](size_t, httplib::DataSink& sink) {
+      [&service, streams, request, builders, finished](size_t, httplib::DataSink& sink) {
         while (true) {
-          const auto output = stream->next(std::chrono::milliseconds(200));
-          if (!output) {
-            if (!sink.is_writable()) {
-              service.cancel(stream->id());
-              return false;
-            }
-            continue;
-          }
+          // One choice: wait on it. Several: take what each has, then wait a little on the first
+          // one still running.
           std::string events;
-          if (const auto chunk = builder->chunk(*output)) events += sse(*chunk);
-          if (output->finished) {
-            if (output->finish_reason == FinishReason::error) {
-              events += sse(ApiError(500, "internal_error", output->error).to_json());
+          bool received = false;
+          auto take = [&](size_t i, std::chrono::milliseconds wait) {
+            for (auto output = streams[i]->next(wait); output; output = streams[i]->next(std::chrono::milliseconds(0))) {
+              received = true;
+              if (const auto chunk = (*builders)[i].chunk(*output)) events += sse(*chunk);
+              if (output->finished) {
+                if (output->finish_reason == FinishReason::error) {
+                  events += sse(ApiError(500, "internal_error", output->error).to_json());
+                }
+                (*finished)[i] = true;
+                return;
+              }
             }
-            if (request->include_usage) events += sse(builder->usage_chunk());
+          };
+          const auto running = std::find((*finished).begin(), (*finished).end(), false);
+          take(size_t(running - (*finished).begin()),
+               std::chrono::milliseconds(streams.size() == 1 ? 200 : 20));
+          for (size_t i = 0; i < streams.size(); ++i) {
+            if (!(*finished)[i]) take(i, std::chrono::milliseconds(0));
+          }
+          const bool done = std::find((*finished).begin(), (*finished).end(), false) == (*finished).end();
+          if (done) {
+            if (request->include_usage) events += sse(ResponseBuilder::usage_chunk(*builders));
             events += "data: [DONE]\n\n";
           }
-          if (!events.empty() && !sink.write(events.data(), events.size())) {
-            service.cancel(stream->id());
+          if (!received && !sink.is_writable()) {
+            cancel_all(service, streams);
             return false;
           }
-          if (output->finished) {
+          if (!events.empty() && !sink.write(events.data(), events.size())) {
+            cancel_all(service, streams);
+            return false;
+          }
+          if (done) {
             sink.done();
             return true;
           }
         }
       },
-      [&service, stream](bool success) {
-        if (!success) service.cancel(stream->id());
+      [&service, streams](bool success) {
+        if (!success) cancel_all(service, streams);
       });
 }
 
-void complete_response(httplib::Response& res, const std::shared_ptr<RequestStream>& stream,
+void complete_response(httplib::Response& res, EngineService& service, const Streams& streams,
                        const ApiRequest& request, const ServedModel& model) {
-  ResponseBuilder builder(request, model);
-  while (true) {
-    const auto output = stream->next(std::chrono::milliseconds(1000));
-    if (!output) continue;
-    builder.add(*output);
-    if (!output->finished) continue;
-    if (output->finish_reason == FinishReason::error) {
-      send_error(res, ApiError(500, "internal_error", output->error));
-      return;
+  std::vector<ResponseBuilder> builders = builders_for(request, model);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    while (true) {
+      const auto output = streams[i]->next(std::chrono::milliseconds(1000));
+      if (!output) continue;
+      builders[i].add(*output);
+      if (!output->finished) continue;
+      if (output->finish_reason == FinishReason::error) {
+        cancel_all(service, streams);  // the other choices need not run on
+        send_error(res, ApiError(500, "internal_error", output->error));
+        return;
+      }
+      break;
     }
-    res.set_content(to_json_text(builder.response()), "application/json");
-    return;
   }
+  res.set_content(to_json_text(ResponseBuilder::response(builders)), "application/json");
 }
 
 }  // namespace
@@ -121,11 +154,17 @@ void HttpServer::register_routes() {
       if (!authorized(req, res)) return;
       try {
         auto request = std::make_shared<ApiRequest>(parse_api_request(req.body, endpoint, model_));
-        auto stream = service_.submit(request->generation);
+        Streams streams;
+        try {
+          for (size_t i = 0; i < request->prompts.size(); ++i) streams.push_back(service_.submit(request->for_choice(i)));
+        } catch (const ApiError&) {
+          cancel_all(service_, streams);  // a choice the engine refuses fails the request
+          throw;
+        }
         if (request->stream) {
-          stream_response(res, service_, stream, request, model_);
+          stream_response(res, service_, std::move(streams), request, model_);
         } else {
-          complete_response(res, stream, *request, model_);
+          complete_response(res, service_, streams, *request, model_);
         }
       } catch (const ApiError& error) {
         send_error(res, error);

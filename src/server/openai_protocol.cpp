@@ -66,24 +66,39 @@ std::vector<int32_t> encode(const ServedModel& model, const std::string& text, c
   }
 }
 
-std::vector<int32_t> completion_prompt(const json& body, const ServedModel& model) {
+std::vector<int32_t> token_ids(const json& ids, const ServedModel& model) {
+  std::vector<int32_t> out;
+  for (const json& id : ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= model.tokenizer->vocab_size()) {
+      throw invalid_request("'prompt' token ids must be integers in the vocabulary", "prompt");
+    }
+    out.push_back(id.get<int32_t>());
+  }
+  return out;
+}
+
+// A string, a list of token ids, or a list of either (one choice each).
+std::vector<std::vector<int32_t>> completion_prompts(const json& body, const ServedModel& model) {
   const json* prompt = field(body, "prompt");
   if (prompt == nullptr) throw invalid_request("'prompt' is required", "prompt");
-  if (prompt->is_string()) return encode(model, prompt->get<std::string>(), "prompt");
-  if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
-    return encode(model, (*prompt)[0].get<std::string>(), "prompt");
+  if (prompt->is_string()) return {encode(model, prompt->get<std::string>(), "prompt")};
+  if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) return {token_ids(*prompt, model)};
+  if (!prompt->is_array() || prompt->empty() || prompt->size() > kMaxPromptsPerRequest) {
+    throw invalid_request(fmt::format("'prompt' must be a string, a list of token ids, or a list of 1 to {} of either",
+                                      kMaxPromptsPerRequest),
+                          "prompt");
   }
-  if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
-    std::vector<int32_t> ids;
-    for (const json& id : *prompt) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= model.tokenizer->vocab_size()) {
-        throw invalid_request("'prompt' token ids must be integers in the vocabulary", "prompt");
-      }
-      ids.push_back(id.get<int32_t>());
+  std::vector<std::vector<int32_t>> prompts;
+  for (const json& one : *prompt) {
+    if (one.is_string()) {
+      prompts.push_back(encode(model, one.get<std::string>(), "prompt"));
+    } else if (one.is_array()) {
+      prompts.push_back(token_ids(one, model));
+    } else {
+      throw invalid_request("'prompt' list entries must be strings or lists of token ids", "prompt");
     }
-    return ids;
   }
-  throw invalid_request("'prompt' must be a string, a list with one string, or a list of token ids", "prompt");
+  return prompts;
 }
 
 std::string message_content(const json& message, size_t index) {
@@ -252,16 +267,25 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
   if (number<int64_t>(body, "n", 1) != 1) throw invalid_request("only n = 1 is supported", "n");
   ApiRequest request;
   request.endpoint = endpoint;
+  request.id = random_id(endpoint == Endpoint::completions ? "cmpl" : "chatcmpl");
+  request.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   GenerationRequest& g = request.generation;
-  g.prompt = endpoint == Endpoint::completions ? completion_prompt(body, model) : chat_prompt(body, model);
-  if (g.prompt.empty()) throw invalid_request("the prompt is empty", endpoint == Endpoint::completions ? "prompt" : "messages");
+  request.prompts = endpoint == Endpoint::completions ? completion_prompts(body, model)
+                                                      : std::vector<std::vector<int32_t>>{chat_prompt(body, model)};
+  const char* prompt_key = endpoint == Endpoint::completions ? "prompt" : "messages";
+  size_t longest = 0;
+  for (const std::vector<int32_t>& prompt : request.prompts) {
+    if (prompt.empty()) throw invalid_request("the prompt is empty", prompt_key);
+    longest = std::max(longest, prompt.size());
+  }
   refuse_unsupported(body);
   read_sampling(body, model, g.sampling);
-  const int64_t room = model.max_model_len - int64_t(g.prompt.size());
+  const int64_t room = model.max_model_len - int64_t(longest);
   if (room < 1) {
     throw invalid_request(fmt::format("the prompt has {} tokens; this model's maximum context length is {} tokens",
-                                      g.prompt.size(), model.max_model_len),
-                          endpoint == Endpoint::completions ? "prompt" : "messages");
+                                      longest, model.max_model_len),
+                          prompt_key);
   }
   if (endpoint == Endpoint::completions) {
     // logprobs N: the sampled token's and the N most likely ones' (null or absent: none).
@@ -292,7 +316,7 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
   }
   if (g.stop.max_tokens > room) {
     throw invalid_request(fmt::format("'{}' is {}, but the prompt ({} tokens) leaves room for {} in the model's "
-                                      "context of {} tokens", max_key, g.stop.max_tokens, g.prompt.size(), room,
+                                      "context of {} tokens", max_key, g.stop.max_tokens, longest, room,
                                       model.max_model_len),
                           max_key);
   }
@@ -308,37 +332,45 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
   return request;
 }
 
-ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ServedModel& model)
-    : request_(request),
-      model_(model),
-      id_(random_id(request.endpoint == Endpoint::completions ? "cmpl" : "chatcmpl")),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(
-                   std::chrono::system_clock::now().time_since_epoch()).count()) {
-  if (request.echo) text_ = model.tokenizer->decode(request.generation.prompt);
+GenerationRequest ApiRequest::for_choice(size_t index) const {
+  GenerationRequest choice = generation;
+  choice.prompt = prompts.at(index);
+  return choice;
+}
+
+ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ServedModel& model, size_t index)
+    : request_(&request), model_(&model), index_(index) {
+  if (request.echo) text_ = model.tokenizer->decode(request.prompts.at(index));
 }
 
 json ResponseBuilder::base(const char* object) const {
-  return {{"id", id_}, {"object", object}, {"created", created_}, {"model", model_.name}};
+  return {{"id", request_->id}, {"object", object}, {"created", request_->created}, {"model", model_->name}};
 }
 
-json ResponseBuilder::usage() const {
-  json usage = {{"prompt_tokens", prompt_tokens_},
-                {"completion_tokens", completion_tokens_},
-                {"total_tokens", prompt_tokens_ + completion_tokens_}};
-  if (cached_tokens_ > 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens_}};
+json ResponseBuilder::usage(const std::vector<ResponseBuilder>& choices) {
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  for (const ResponseBuilder& c : choices) {
+    prompt_tokens += c.prompt_tokens_;
+    completion_tokens += c.completion_tokens_;
+    cached_tokens += c.cached_tokens_;
+  }
+  json usage = {{"prompt_tokens", prompt_tokens},
+                {"completion_tokens", completion_tokens},
+                {"total_tokens", prompt_tokens + completion_tokens}};
+  if (cached_tokens > 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
   return usage;
 }
 
 json ResponseBuilder::logprobs_of(const RequestOutput& output, bool with_prompt) const {
-  if (!request_.logprobs) return nullptr;
+  if (!request_->logprobs) return nullptr;
   // The most likely tokens at new token i (none where the request did not ask for them).
   auto top_at = [&](size_t i) {
     return i < output.top_logprobs.size() ? std::span<const TokenLogprob>(output.top_logprobs[i])
                                           : std::span<const TokenLogprob>();
   };
-  if (request_.endpoint == Endpoint::chat_completions) {
+  if (request_->endpoint == Endpoint::chat_completions) {
     auto entry = [&](int32_t token, float logprob) {
-      const std::string& bytes = model_.tokenizer->token_bytes(token);
+      const std::string& bytes = model_->tokenizer->token_bytes(token);
       return json{{"token", bytes}, {"logprob", logprob}, {"bytes", std::vector<int>(bytes.begin(), bytes.end())}};
     };
     json content = json::array();
@@ -354,14 +386,14 @@ json ResponseBuilder::logprobs_of(const RequestOutput& output, bool with_prompt)
   // it), each other with its log-probability given the tokens before it.
   json tokens = json::array(), values = json::array(), tops = json::array();
   auto add = [&](int32_t token, json value, std::span<const TokenLogprob> most_likely, bool has_top) {
-    tokens.push_back(model_.tokenizer->token_bytes(token));
+    tokens.push_back(model_->tokenizer->token_bytes(token));
     values.push_back(std::move(value));
     json top = json::object();
-    for (const TokenLogprob& t : most_likely) top[model_.tokenizer->token_bytes(t.token)] = t.logprob;
+    for (const TokenLogprob& t : most_likely) top[model_->tokenizer->token_bytes(t.token)] = t.logprob;
     tops.push_back(has_top ? std::move(top) : json(nullptr));
   };
   if (with_prompt) {
-    const std::vector<int32_t>& prompt = request_.generation.prompt;
+    const std::vector<int32_t>& prompt = request_->prompts.at(index_);
     for (size_t i = 0; i < prompt.size(); ++i) {
       const bool scored = i > 0 && i - 1 < output.prompt_logprobs.size();
       add(prompt[i], scored ? json(output.prompt_logprobs[i - 1]) : json(nullptr),
@@ -373,7 +405,7 @@ json ResponseBuilder::logprobs_of(const RequestOutput& output, bool with_prompt)
   for (size_t i = 0; i < output.tokens.size(); ++i) add(output.tokens[i], output.logprobs[i], top_at(i), true);
   return {{"tokens", tokens},
           {"token_logprobs", values},
-          {"top_logprobs", request_.generation.top_logprobs > 0 ? tops : json(nullptr)}};
+          {"top_logprobs", request_->generation.top_logprobs > 0 ? tops : json(nullptr)}};
 }
 
 std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
@@ -381,7 +413,7 @@ std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
   completion_tokens_ = output.generated_tokens;
   cached_tokens_ = output.cached_prompt_tokens;
   std::string text = output.text;
-  if (request_.echo && !sent_role_) text = text_ + text;  // the echoed prompt rides on the first chunk
+  if (request_->echo && !sent_role_) text = text_ + text;  // the echoed prompt rides on the first chunk
   const bool first = !sent_role_;
   sent_role_ = true;
   if (!output.prompt_logprobs.empty()) {
@@ -391,20 +423,20 @@ std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
   unsent_tokens_.insert(unsent_tokens_.end(), output.tokens.begin(), output.tokens.end());
   unsent_logprobs_.insert(unsent_logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
   unsent_top_logprobs_.insert(unsent_top_logprobs_.end(), output.top_logprobs.begin(), output.top_logprobs.end());
-  if (text.empty() && !output.finished && !(first && request_.endpoint == Endpoint::chat_completions)) {
+  if (text.empty() && !output.finished && !(first && request_->endpoint == Endpoint::chat_completions)) {
     return std::nullopt;
   }
   RequestOutput shown;
   shown.tokens = std::exchange(unsent_tokens_, {});
   shown.logprobs = std::exchange(unsent_logprobs_, {});
   shown.top_logprobs = std::exchange(unsent_top_logprobs_, {});
-  if (request_.echo && first) {  // the echoed prompt's values ride with its text
+  if (request_->echo && first) {  // the echoed prompt's values ride with its text
     shown.prompt_logprobs = prompt_logprobs_;
     shown.prompt_top_logprobs = prompt_top_logprobs_;
   }
-  json choice = {{"index", 0}, {"logprobs", logprobs_of(shown, request_.echo && first)}};
+  json choice = {{"index", index_}, {"logprobs", logprobs_of(shown, request_->echo && first)}};
   choice["finish_reason"] = output.finished ? json(finish_reason(output.finish_reason)) : json();
-  if (request_.endpoint == Endpoint::completions) {
+  if (request_->endpoint == Endpoint::completions) {
     choice["text"] = text;
     json c = base("text_completion");
     c["choices"] = json::array({choice});
@@ -419,10 +451,11 @@ std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
   return c;
 }
 
-json ResponseBuilder::usage_chunk() const {
-  json c = base(request_.endpoint == Endpoint::completions ? "text_completion" : "chat.completion.chunk");
+json ResponseBuilder::usage_chunk(const std::vector<ResponseBuilder>& choices) {
+  const ResponseBuilder& first = choices.at(0);
+  json c = first.base(first.request_->endpoint == Endpoint::completions ? "text_completion" : "chat.completion.chunk");
   c["choices"] = json::array();
-  c["usage"] = usage();
+  c["usage"] = usage(choices);
   return c;
 }
 
@@ -441,24 +474,28 @@ void ResponseBuilder::add(const RequestOutput& output) {
   if (output.finished) finish_ = output.finish_reason;
 }
 
-json ResponseBuilder::response() const {
+json ResponseBuilder::choice() const {
   RequestOutput all;
   all.tokens = tokens_;
   all.logprobs = logprobs_;
   all.top_logprobs = top_logprobs_;
   all.prompt_logprobs = prompt_logprobs_;
   all.prompt_top_logprobs = prompt_top_logprobs_;
-  json choice = {{"index", 0}, {"logprobs", logprobs_of(all, request_.echo)}, {"finish_reason", finish_reason(finish_)}};
-  json r;
-  if (request_.endpoint == Endpoint::completions) {
+  json choice = {{"index", index_}, {"logprobs", logprobs_of(all, request_->echo)}, {"finish_reason", finish_reason(finish_)}};
+  if (request_->endpoint == Endpoint::completions) {
     choice["text"] = text_;
-    r = base("text_completion");
   } else {
     choice["message"] = {{"role", "assistant"}, {"content", text_}};
-    r = base("chat.completion");
   }
-  r["choices"] = json::array({choice});
-  r["usage"] = usage();
+  return choice;
+}
+
+json ResponseBuilder::response(const std::vector<ResponseBuilder>& choices) {
+  const ResponseBuilder& first = choices.at(0);
+  json r = first.base(first.request_->endpoint == Endpoint::completions ? "text_completion" : "chat.completion");
+  r["choices"] = json::array();
+  for (const ResponseBuilder& c : choices) r["choices"].push_back(c.choice());
+  r["usage"] = usage(choices);
   return r;
 }
 

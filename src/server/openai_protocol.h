@@ -32,43 +32,55 @@ struct ServedModel {
 ServedModel make_served_model(std::string name, const Tokenizer& tokenizer, std::string_view architecture_name,
                               std::vector<int32_t> eos_token_ids, int64_t max_model_len);
 
+// Completions take up to this many prompts in one request (a choice each).
+inline constexpr size_t kMaxPromptsPerRequest = 256;
+
 struct ApiRequest {
   Endpoint endpoint = Endpoint::completions;
+  // What every choice asks of the engine but its prompt: choice i's prompt is prompts[i] (one
+  // for chat; completions may list several).
   GenerationRequest generation;
+  std::vector<std::vector<int32_t>> prompts;
+  std::string id;        // the response's id ("cmpl-..." or "chatcmpl-...")
+  int64_t created = 0;   // Unix seconds
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;       // report the log-probability of each sampled token (and the
                                // generation's top_logprobs most likely tokens at it)
   bool echo = false;           // completions: the prompt text (and, with logprobs, its tokens'
                                // log-probabilities) leads the result
+
+  GenerationRequest for_choice(size_t index) const;
 };
 
 // Throws ApiError (400 invalid_request_error, 404 model_not_found) naming the field at fault.
 ApiRequest parse_api_request(const std::string& body, Endpoint endpoint, const ServedModel& model);
 
-// Accumulates one request's outputs and renders the API's JSON objects.
+// Accumulates the outputs of one choice of a request and renders the API's JSON objects.
 class ResponseBuilder {
  public:
-  ResponseBuilder(const ApiRequest& request, const ServedModel& model);
+  ResponseBuilder(const ApiRequest& request, const ServedModel& model, size_t index = 0);
 
   // The stream chunk for one engine output (nullopt when it carries nothing to show).
   std::optional<nlohmann::json> chunk(const RequestOutput& output);
-  // The chunk with usage only (stream_options.include_usage).
-  nlohmann::json usage_chunk() const;
-  // Record an output (non-streaming); `response()` once it finished.
+  // Record an output (non-streaming); `response` once every choice finished.
   void add(const RequestOutput& output);
-  nlohmann::json response() const;
+
+  // For the request whose choices these builders hold, in order (usage summed over them): the
+  // response, and the stream's chunk with usage only (stream_options.include_usage).
+  static nlohmann::json response(const std::vector<ResponseBuilder>& choices);
+  static nlohmann::json usage_chunk(const std::vector<ResponseBuilder>& choices);
 
  private:
   // `with_prompt`: completions with echo lead with the prompt's tokens and log-probabilities.
   nlohmann::json logprobs_of(const RequestOutput& output, bool with_prompt) const;
-  nlohmann::json usage() const;
+  nlohmann::json choice() const;  // the whole choice, once finished
+  static nlohmann::json usage(const std::vector<ResponseBuilder>& choices);
   nlohmann::json base(const char* object) const;
 
-  const ApiRequest& request_;
-  const ServedModel& model_;
-  std::string id_;
-  int64_t created_;
+  const ApiRequest* request_;
+  const ServedModel* model_;
+  size_t index_;
   std::string text_;
   std::vector<int32_t> tokens_;
   std::vector<float> logprobs_;

@@ -204,6 +204,61 @@ TEST(Endpoints, EchoWithLogprobsScoresThePrompt) {
   EXPECT_EQ(streamed_values, logprobs["token_logprobs"]);
 }
 
+// A completions request with a list of prompts (strings or token-id lists) gets a choice per prompt,
+// index i for prompt i, each what the prompt gets alone; the stream interleaves the choices' chunks
+// and ends once, with the usage of all of them.
+TEST(Endpoints, ListedPromptsGetAChoiceEach) {
+  TestServer server;
+  const std::vector<std::string> prompts = {"The quick brown fox", "int main(void) {", "Debian packages are"};
+  std::vector<std::string> alone;
+  int64_t prompt_tokens = 0;
+  for (const std::string& prompt : prompts) {
+    const json reply = post_ok(server, "/v1/completions", unstreamed_body(prompt, 6));
+    alone.push_back(reply["choices"][0]["text"]);
+    prompt_tokens += reply["usage"]["prompt_tokens"].get<int64_t>();
+  }
+  json body = unstreamed_body("", 6);
+  body["prompt"] = prompts;
+  const json reply = post_ok(server, "/v1/completions", body);
+  ASSERT_EQ(reply["choices"].size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(reply["choices"][i]["index"], i);
+    EXPECT_EQ(reply["choices"][i]["text"], alone[i]) << prompts[i];
+  }
+  EXPECT_EQ(reply["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(reply["usage"]["completion_tokens"], 6 * int64_t(prompts.size()));
+
+  // The same as token ids, streamed.
+  const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
+  json ids = json::array();
+  for (const std::string& prompt : prompts) ids.push_back(tokenizer.encode(prompt));
+  body = greedy_body("", 6);
+  body["prompt"] = ids;
+  std::vector<std::string> streamed(prompts.size());
+  std::vector<int> finishes(prompts.size(), 0);
+  int usage_chunks = 0;
+  const StreamedResponse result =
+      stream_completion(server.connection(), "/v1/completions", body, [&](const json& chunk) {
+        if (chunk.contains("usage") && chunk["usage"].is_object()) {
+          ++usage_chunks;
+          EXPECT_EQ(chunk["usage"]["completion_tokens"], 6 * int64_t(prompts.size()));
+        }
+        for (const json& choice : chunk["choices"]) {
+          const size_t i = choice["index"];
+          EXPECT_LT(i, prompts.size());
+          if (i >= prompts.size()) continue;
+          streamed[i] += choice["text"].get<std::string>();
+          if (!choice["finish_reason"].is_null()) ++finishes[i];
+        }
+        return true;
+      });
+  ASSERT_TRUE(result.ok()) << result.error;
+  EXPECT_EQ(streamed, alone);
+  EXPECT_EQ(finishes, std::vector<int>(prompts.size(), 1));
+  EXPECT_EQ(usage_chunks, 1);
+  EXPECT_EQ(server.idle_snapshot().full_pages_used, 0);
+}
+
 // logit_bias: +100 on one token makes greedy decoding emit only it; -100 on the token greedy
 // picks first makes it pick another.
 TEST(Endpoints, LogitBiasSteersTheTokens) {

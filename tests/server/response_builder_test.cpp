@@ -31,6 +31,7 @@ TEST(ResponseBuilder, HeldBackTokensKeepTheirLogprobs) {
   for (const Endpoint endpoint : {Endpoint::completions, Endpoint::chat_completions}) {
     ApiRequest request;
     request.endpoint = endpoint;
+    request.prompts = {{1, 2, 3}};
     request.stream = true;
     request.logprobs = true;
     request.generation.top_logprobs = 2;
