@@ -2,6 +2,9 @@
 // reason, [DONE]) and not, plain completions equal in both modes, /v1/models and /health.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "server_fixture.h"
 #include "support/test_paths.h"
 #include "tokenizer/tokenizer.h"
@@ -257,6 +260,49 @@ TEST(Endpoints, ListedPromptsGetAChoiceEach) {
   EXPECT_EQ(finishes, std::vector<int>(prompts.size(), 1));
   EXPECT_EQ(usage_chunks, 1);
   EXPECT_EQ(server.idle_snapshot().full_pages_used, 0);
+}
+
+// What lm-evaluation-harness's local-completions model sends for loglikelihood requests (token-id
+// prompts, a batch of them, echo, logprobs 1, max_tokens 1) and reads back: per choice, sorted by
+// index, the continuation's log-probabilities token_logprobs[ctxlen:-1] and whether each is the
+// most likely (its value is the largest of its top_logprobs). Here a continuation that greedy
+// decoding produced is greedy at every token, and its log-probabilities are those the generation
+// reported.
+TEST(Endpoints, LmEvalLoglikelihoodRequests) {
+  TestServer server;
+  const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
+  json generate = unstreamed_body("The quick brown fox", 4);
+  generate["logprobs"] = 0;
+  const json generated = post_ok(server, "/v1/completions", generate)["choices"][0]["logprobs"];
+  const std::vector<int32_t> context = tokenizer.encode("The quick brown fox");
+  std::vector<int32_t> whole = context;
+  for (const json& token : generated["tokens"]) {
+    int32_t id = -1;
+    for (int32_t t = 0; t < tokenizer.vocab_size() && id < 0; ++t) {
+      if (tokenizer.token_bytes(t) == token.get<std::string>()) id = t;
+    }
+    ASSERT_GE(id, 0);
+    whole.push_back(id);
+  }
+  const std::vector<int32_t> other = tokenizer.encode("int main(void) { return 0; }");
+  const json request = {{"model", "testbed"}, {"prompt", {whole, other}}, {"temperature", 0}, {"max_tokens", 1},
+                        {"logprobs", 1},      {"seed", 1234},             {"echo", true}};
+  const json reply = post_ok(server, "/v1/completions", request);
+  ASSERT_EQ(reply["choices"].size(), 2u);
+  for (const json& choice : reply["choices"]) {
+    const size_t tokens = choice["index"] == 0 ? whole.size() : other.size();
+    ASSERT_EQ(choice["logprobs"]["token_logprobs"].size(), tokens + 1);
+    ASSERT_EQ(choice["logprobs"]["top_logprobs"].size(), tokens + 1);
+  }
+  const json& scored = reply["choices"][0]["index"] == 0 ? reply["choices"][0]["logprobs"] : reply["choices"][1]["logprobs"];
+  const size_t ctxlen = context.size();
+  for (size_t i = ctxlen; i + 1 < scored["token_logprobs"].size(); ++i) {
+    const float value = scored["token_logprobs"][i];
+    float best = -INFINITY;
+    for (const auto& [text, top] : scored["top_logprobs"][i].items()) best = std::max(best, top.get<float>());
+    EXPECT_EQ(value, best) << "token " << i;
+    EXPECT_NEAR(value, generated["token_logprobs"][i - ctxlen].get<float>(), 1e-3f) << "token " << i;
+  }
 }
 
 // logit_bias: +100 on one token makes greedy decoding emit only it; -100 on the token greedy
