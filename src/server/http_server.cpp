@@ -28,7 +28,7 @@ using Streams = std::vector<std::shared_ptr<RequestStream>>;
 
 std::vector<ResponseBuilder> builders_for(const ApiRequest& request, const ServedModel& model) {
   std::vector<ResponseBuilder> builders;
-  for (size_t i = 0; i < request.prompts.size(); ++i) builders.emplace_back(request, model, i);
+  for (size_t i = 0; i < request.choices(); ++i) builders.emplace_back(request, model, i);
   return builders;
 }
 
@@ -156,7 +156,7 @@ void HttpServer::register_routes() {
         auto request = std::make_shared<ApiRequest>(parse_api_request(req.body, endpoint, model_));
         Streams streams;
         try {
-          for (size_t i = 0; i < request->prompts.size(); ++i) streams.push_back(service_.submit(request->for_choice(i)));
+          for (size_t i = 0; i < request->choices(); ++i) streams.push_back(service_.submit(request->for_choice(i)));
         } catch (const ApiError&) {
           cancel_all(service_, streams);  // a choice the engine refuses fails the request
           throw;

@@ -264,7 +264,6 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
                                                          name->get<std::string>(), model.name), "model");
     }
   }
-  if (number<int64_t>(body, "n", 1) != 1) throw invalid_request("only n = 1 is supported", "n");
   ApiRequest request;
   request.endpoint = endpoint;
   request.id = random_id(endpoint == Endpoint::completions ? "cmpl" : "chatcmpl");
@@ -278,6 +277,15 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
   for (const std::vector<int32_t>& prompt : request.prompts) {
     if (prompt.empty()) throw invalid_request("the prompt is empty", prompt_key);
     longest = std::max(longest, prompt.size());
+  }
+  request.n = number<int64_t>(body, "n", 1);
+  if (request.n < 1 || request.n > kMaxChoicesPerPrompt) {
+    throw invalid_request(fmt::format("'n' must lie in [1, {}]", kMaxChoicesPerPrompt), "n");
+  }
+  if (request.choices() > kMaxChoicesPerRequest) {
+    throw invalid_request(fmt::format("{} prompts with n = {} make {} choices, more than {}", request.prompts.size(),
+                                      request.n, request.choices(), kMaxChoicesPerRequest),
+                          "n");
   }
   refuse_unsupported(body);
   read_sampling(body, model, g.sampling);
@@ -334,13 +342,14 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
 
 GenerationRequest ApiRequest::for_choice(size_t index) const {
   GenerationRequest choice = generation;
-  choice.prompt = prompts.at(index);
+  choice.prompt = prompt_of(index);
+  if (choice.sampling.seed) *choice.sampling.seed += index % size_t(n);
   return choice;
 }
 
 ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ServedModel& model, size_t index)
     : request_(&request), model_(&model), index_(index) {
-  if (request.echo) text_ = model.tokenizer->decode(request.prompts.at(index));
+  if (request.echo) text_ = model.tokenizer->decode(request.prompt_of(index));
 }
 
 json ResponseBuilder::base(const char* object) const {
@@ -393,7 +402,7 @@ json ResponseBuilder::logprobs_of(const RequestOutput& output, bool with_prompt)
     tops.push_back(has_top ? std::move(top) : json(nullptr));
   };
   if (with_prompt) {
-    const std::vector<int32_t>& prompt = request_->prompts.at(index_);
+    const std::vector<int32_t>& prompt = request_->prompt_of(index_);
     for (size_t i = 0; i < prompt.size(); ++i) {
       const bool scored = i > 0 && i - 1 < output.prompt_logprobs.size();
       add(prompt[i], scored ? json(output.prompt_logprobs[i - 1]) : json(nullptr),

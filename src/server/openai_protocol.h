@@ -32,15 +32,19 @@ struct ServedModel {
 ServedModel make_served_model(std::string name, const Tokenizer& tokenizer, std::string_view architecture_name,
                               std::vector<int32_t> eos_token_ids, int64_t max_model_len);
 
-// Completions take up to this many prompts in one request (a choice each).
+// Completions take up to this many prompts in one request; each prompt gets n choices (n up to
+// kMaxChoicesPerPrompt), and a request at most kMaxChoicesPerRequest.
 inline constexpr size_t kMaxPromptsPerRequest = 256;
+inline constexpr int64_t kMaxChoicesPerPrompt = 16;
+inline constexpr size_t kMaxChoicesPerRequest = 256;
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::completions;
-  // What every choice asks of the engine but its prompt: choice i's prompt is prompts[i] (one
-  // for chat; completions may list several).
+  // What every choice asks of the engine but its prompt: choice i's prompt is prompts[i / n] (one
+  // prompt for chat; completions may list several), n choices a prompt.
   GenerationRequest generation;
   std::vector<std::vector<int32_t>> prompts;
+  int64_t n = 1;
   std::string id;        // the response's id ("cmpl-..." or "chatcmpl-...")
   int64_t created = 0;   // Unix seconds
   bool stream = false;
@@ -50,6 +54,9 @@ struct ApiRequest {
   bool echo = false;           // completions: the prompt text (and, with logprobs, its tokens'
                                // log-probabilities) leads the result
 
+  size_t choices() const { return prompts.size() * size_t(n); }
+  const std::vector<int32_t>& prompt_of(size_t choice) const { return prompts.at(choice / size_t(n)); }
+  // Choice j of a prompt draws with seed + j where the request sets a seed.
   GenerationRequest for_choice(size_t index) const;
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "server_fixture.h"
 #include "support/test_paths.h"
@@ -260,6 +261,52 @@ TEST(Endpoints, ListedPromptsGetAChoiceEach) {
   EXPECT_EQ(finishes, std::vector<int>(prompts.size(), 1));
   EXPECT_EQ(usage_chunks, 1);
   EXPECT_EQ(server.idle_snapshot().full_pages_used, 0);
+}
+
+// n choices of one prompt: at a seed, choice j draws with seed + j, so a request is repeatable and
+// its choices differ; greedy, they agree. Chat takes n too, and a list of prompts gets n each.
+TEST(Endpoints, NChoicesAPrompt) {
+  TestServer server;
+  json body = unstreamed_body("The quick brown fox", 12);
+  body["temperature"] = 1.0;
+  body["seed"] = 7;
+  body["n"] = 3;
+  const json first = post_ok(server, "/v1/completions", body);
+  const json again = post_ok(server, "/v1/completions", body);
+  ASSERT_EQ(first["choices"].size(), 3u);
+  std::set<std::string> texts;
+  for (size_t j = 0; j < 3; ++j) {
+    EXPECT_EQ(first["choices"][j]["index"], j);
+    EXPECT_EQ(first["choices"][j]["text"], again["choices"][j]["text"]) << j;
+    texts.insert(first["choices"][j]["text"].get<std::string>());
+  }
+  EXPECT_EQ(texts.size(), 3u);
+  EXPECT_EQ(first["usage"]["completion_tokens"], 36);
+  // Choice 1 is what the prompt alone gives at seed 8.
+  json single = body;
+  single["n"] = 1;
+  single["seed"] = 8;
+  EXPECT_EQ(post_ok(server, "/v1/completions", single)["choices"][0]["text"], first["choices"][1]["text"]);
+
+  body["temperature"] = 0;
+  body["prompt"] = {"The quick brown fox", "int main(void) {"};
+  body["n"] = 2;
+  const json greedy = post_ok(server, "/v1/completions", body);
+  ASSERT_EQ(greedy["choices"].size(), 4u);
+  EXPECT_EQ(greedy["choices"][0]["text"], greedy["choices"][1]["text"]);
+  EXPECT_EQ(greedy["choices"][2]["text"], greedy["choices"][3]["text"]);
+  EXPECT_NE(greedy["choices"][0]["text"], greedy["choices"][2]["text"]);
+
+  const json chat = {{"model", "testbed"},
+                     {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
+                     {"max_tokens", 8},
+                     {"temperature", 1.0},
+                     {"seed", 3},
+                     {"n", 2}};
+  const json chat_reply = post_ok(server, "/v1/chat/completions", chat);
+  ASSERT_EQ(chat_reply["choices"].size(), 2u);
+  EXPECT_EQ(chat_reply["choices"][1]["index"], 1);
+  EXPECT_EQ(chat_reply["choices"][1]["message"]["role"], "assistant");
 }
 
 // What lm-evaluation-harness's local-completions model sends for loglikelihood requests (token-id
