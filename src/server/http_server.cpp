@@ -173,6 +173,18 @@ void HttpServer::register_routes() {
   };
   server_->Post("/v1/completions", generate(Endpoint::completions));
   server_->Post("/v1/chat/completions", generate(Endpoint::chat_completions));
+  auto tokenizer_route = [this, authorized](json (*respond)(const std::string&, const ServedModel&)) {
+    return [this, authorized, respond](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
+      try {
+        res.set_content(to_json_text(respond(req.body, model_)), "application/json");
+      } catch (const ApiError& error) {
+        send_error(res, error);
+      }
+    };
+  };
+  server_->Post("/tokenize", tokenizer_route(tokenize_response));
+  server_->Post("/detokenize", tokenizer_route(detokenize_response));
   server_->Get("/v1/models", [this, authorized](const httplib::Request& req, httplib::Response& res) {
     if (!authorized(req, res)) return;
     const json model = {{"id", model_.name}, {"object", "model"}, {"created", 0},

@@ -249,7 +249,10 @@ std::string to_json_text(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const ServedModel& model) {
+namespace {
+
+// A request body: a JSON object naming this server's model, if it names one.
+json parse_body(const std::string& text, const ServedModel& model) {
   json body;
   try {
     body = json::parse(text);
@@ -264,6 +267,40 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
                                                          name->get<std::string>(), model.name), "model");
     }
   }
+  return body;
+}
+
+}  // namespace
+
+json tokenize_response(const std::string& text, const ServedModel& model) {
+  const json body = parse_body(text, model);
+  std::vector<int32_t> tokens;
+  if (field(body, "messages") != nullptr) {
+    tokens = chat_prompt(body, model);
+  } else {
+    const json* prompt = field(body, "prompt");
+    if (prompt == nullptr || !prompt->is_string()) throw invalid_request("'prompt' (a string) or 'messages' is required", "prompt");
+    tokens = encode(model, prompt->get<std::string>(), "prompt");
+  }
+  return {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", model.max_model_len}};
+}
+
+json detokenize_response(const std::string& text, const ServedModel& model) {
+  const json body = parse_body(text, model);
+  const json* tokens = field(body, "tokens");
+  if (tokens == nullptr || !tokens->is_array()) throw invalid_request("'tokens' must be a list of token ids", "tokens");
+  std::vector<int32_t> ids;
+  for (const json& id : *tokens) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= model.tokenizer->vocab_size()) {
+      throw invalid_request("'tokens' must be token ids of the vocabulary", "tokens");
+    }
+    ids.push_back(id.get<int32_t>());
+  }
+  return {{"prompt", model.tokenizer->decode(ids)}};
+}
+
+ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const ServedModel& model) {
+  const json body = parse_body(text, model);
   ApiRequest request;
   request.endpoint = endpoint;
   request.id = random_id(endpoint == Endpoint::completions ? "cmpl" : "chatcmpl");

@@ -63,6 +63,11 @@ struct ApiRequest {
 // Throws ApiError (400 invalid_request_error, 404 model_not_found) naming the field at fault.
 ApiRequest parse_api_request(const std::string& body, Endpoint endpoint, const ServedModel& model);
 
+// vLLM's /tokenize ({"prompt"} or chat {"messages"} -> tokens, count, max_model_len) and
+// /detokenize ({"tokens"} -> prompt); errors as parse_api_request's.
+nlohmann::json tokenize_response(const std::string& body, const ServedModel& model);
+nlohmann::json detokenize_response(const std::string& body, const ServedModel& model);
+
 // Accumulates the outputs of one choice of a request and renders the API's JSON objects.
 class ResponseBuilder {
  public:

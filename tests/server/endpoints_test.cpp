@@ -263,6 +263,24 @@ TEST(Endpoints, ListedPromptsGetAChoiceEach) {
   EXPECT_EQ(server.idle_snapshot().full_pages_used, 0);
 }
 
+// /tokenize and /detokenize (vLLM's): the engine's token ids of a prompt or of a chat, and back.
+TEST(Endpoints, TokenizeAndDetokenize) {
+  TestServer server;
+  const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
+  const json tokens = post_ok(server, "/tokenize", {{"model", "testbed"}, {"prompt", "The quick brown fox"}});
+  EXPECT_EQ(tokens["tokens"], tokenizer.encode("The quick brown fox"));
+  EXPECT_EQ(tokens["count"], tokens["tokens"].size());
+  EXPECT_EQ(tokens["max_model_len"], 512);
+  EXPECT_EQ(post_ok(server, "/detokenize", {{"tokens", tokens["tokens"]}})["prompt"], "The quick brown fox");
+  // A chat counts what the chat endpoint would feed the model: the formatted turn, longer than its text.
+  const json chat = post_ok(server, "/tokenize", {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}});
+  EXPECT_GT(chat["count"].get<size_t>(), tokenizer.encode("hi").size());
+  const httplib::Result bad = server.client().Post("/detokenize", R"({"tokens": [-1]})", "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(json::parse(bad->body)["error"]["param"], "tokens");
+}
+
 // n choices of one prompt: at a seed, choice j draws with seed + j, so a request is repeatable and
 // its choices differ; greedy, they agree. Chat takes n too, and a list of prompts gets n each.
 TEST(Endpoints, NChoicesAPrompt) {
