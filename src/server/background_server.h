@@ -11,7 +11,7 @@
 #include "server/engine_service.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
-#include "server/openai_protocol.h"
+#include "server/openai_request.h"
 
 namespace oscar {
 

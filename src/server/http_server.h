@@ -8,7 +8,7 @@
 
 #include "server/engine_service.h"
 #include "server/metrics.h"
-#include "server/openai_protocol.h"
+#include "server/openai_response.h"
 
 namespace httplib {
 class Server;

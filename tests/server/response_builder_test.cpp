@@ -4,7 +4,7 @@
 // non-streamed response does.
 #include <gtest/gtest.h>
 
-#include "server/openai_protocol.h"
+#include "server/openai_response.h"
 #include "support/test_paths.h"
 #include "tokenizer/tokenizer.h"
 

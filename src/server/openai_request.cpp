@@ -1,10 +1,9 @@
-#include "server/openai_protocol.h"
+#include "server/openai_request.h"
 
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
-#include <span>
 #include <utility>
 
 #include <fmt/format.h>
@@ -217,17 +216,6 @@ std::string random_id(const char* prefix) {
   return fmt::format("{}-{:x}{:04x}", prefix, uint64_t(now), counter++ & 0xffff);
 }
 
-const char* finish_reason(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::length: return "length";
-    case FinishReason::stop: return "stop";
-    case FinishReason::cancelled: return "abort";
-    case FinishReason::error: return "error";
-    case FinishReason::none: break;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 ServedModel make_served_model(std::string name, const Tokenizer& tokenizer, std::string_view architecture_name,
@@ -243,10 +231,6 @@ ServedModel make_served_model(std::string name, const Tokenizer& tokenizer, std:
   }
   served.max_model_len = max_model_len;
   return served;
-}
-
-std::string to_json_text(const nlohmann::json& value) {
-  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 namespace {
@@ -382,167 +366,6 @@ GenerationRequest ApiRequest::for_choice(size_t index) const {
   choice.prompt = prompt_of(index);
   if (choice.sampling.seed) *choice.sampling.seed += index % size_t(n);
   return choice;
-}
-
-ResponseBuilder::ResponseBuilder(const ApiRequest& request, const ServedModel& model, size_t index)
-    : request_(&request), model_(&model), index_(index) {
-  if (request.echo) text_ = model.tokenizer->decode(request.prompt_of(index));
-}
-
-json ResponseBuilder::base(const char* object) const {
-  return {{"id", request_->id}, {"object", object}, {"created", request_->created}, {"model", model_->name}};
-}
-
-json ResponseBuilder::usage(const std::vector<ResponseBuilder>& choices) {
-  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
-  for (const ResponseBuilder& c : choices) {
-    prompt_tokens += c.prompt_tokens_;
-    completion_tokens += c.completion_tokens_;
-    cached_tokens += c.cached_tokens_;
-  }
-  json usage = {{"prompt_tokens", prompt_tokens},
-                {"completion_tokens", completion_tokens},
-                {"total_tokens", prompt_tokens + completion_tokens}};
-  if (cached_tokens > 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
-  return usage;
-}
-
-json ResponseBuilder::logprobs_of(const RequestOutput& output, bool with_prompt) const {
-  if (!request_->logprobs) return nullptr;
-  // The most likely tokens at new token i (none where the request did not ask for them).
-  auto top_at = [&](size_t i) {
-    return i < output.top_logprobs.size() ? std::span<const TokenLogprob>(output.top_logprobs[i])
-                                          : std::span<const TokenLogprob>();
-  };
-  if (request_->endpoint == Endpoint::chat_completions) {
-    auto entry = [&](int32_t token, float logprob) {
-      const std::string& bytes = model_->tokenizer->token_bytes(token);
-      return json{{"token", bytes}, {"logprob", logprob}, {"bytes", std::vector<int>(bytes.begin(), bytes.end())}};
-    };
-    json content = json::array();
-    for (size_t i = 0; i < output.tokens.size(); ++i) {
-      json item = entry(output.tokens[i], output.logprobs[i]);
-      item["top_logprobs"] = json::array();
-      for (const TokenLogprob& top : top_at(i)) item["top_logprobs"].push_back(entry(top.token, top.logprob));
-      content.push_back(std::move(item));
-    }
-    return {{"content", content}};
-  }
-  // Completions: with echo, the prompt's tokens lead, the first without a value (nothing precedes
-  // it), each other with its log-probability given the tokens before it.
-  json tokens = json::array(), values = json::array(), tops = json::array();
-  auto add = [&](int32_t token, json value, std::span<const TokenLogprob> most_likely, bool has_top) {
-    tokens.push_back(model_->tokenizer->token_bytes(token));
-    values.push_back(std::move(value));
-    json top = json::object();
-    for (const TokenLogprob& t : most_likely) top[model_->tokenizer->token_bytes(t.token)] = t.logprob;
-    tops.push_back(has_top ? std::move(top) : json(nullptr));
-  };
-  if (with_prompt) {
-    const std::vector<int32_t>& prompt = request_->prompt_of(index_);
-    for (size_t i = 0; i < prompt.size(); ++i) {
-      const bool scored = i > 0 && i - 1 < output.prompt_logprobs.size();
-      add(prompt[i], scored ? json(output.prompt_logprobs[i - 1]) : json(nullptr),
-          scored && i - 1 < output.prompt_top_logprobs.size() ? std::span<const TokenLogprob>(output.prompt_top_logprobs[i - 1])
-                                                                : std::span<const TokenLogprob>(),
-          scored);
-    }
-  }
-  for (size_t i = 0; i < output.tokens.size(); ++i) add(output.tokens[i], output.logprobs[i], top_at(i), true);
-  return {{"tokens", tokens},
-          {"token_logprobs", values},
-          {"top_logprobs", request_->generation.top_logprobs > 0 ? tops : json(nullptr)}};
-}
-
-std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
-  prompt_tokens_ = output.prompt_tokens;
-  completion_tokens_ = output.generated_tokens;
-  cached_tokens_ = output.cached_prompt_tokens;
-  std::string text = output.text;
-  if (request_->echo && !sent_role_) text = text_ + text;  // the echoed prompt rides on the first chunk
-  const bool first = !sent_role_;
-  sent_role_ = true;
-  if (!output.prompt_logprobs.empty()) {
-    prompt_logprobs_ = output.prompt_logprobs;
-    prompt_top_logprobs_ = output.prompt_top_logprobs;
-  }
-  unsent_tokens_.insert(unsent_tokens_.end(), output.tokens.begin(), output.tokens.end());
-  unsent_logprobs_.insert(unsent_logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
-  unsent_top_logprobs_.insert(unsent_top_logprobs_.end(), output.top_logprobs.begin(), output.top_logprobs.end());
-  if (text.empty() && !output.finished && !(first && request_->endpoint == Endpoint::chat_completions)) {
-    return std::nullopt;
-  }
-  RequestOutput shown;
-  shown.tokens = std::exchange(unsent_tokens_, {});
-  shown.logprobs = std::exchange(unsent_logprobs_, {});
-  shown.top_logprobs = std::exchange(unsent_top_logprobs_, {});
-  if (request_->echo && first) {  // the echoed prompt's values ride with its text
-    shown.prompt_logprobs = prompt_logprobs_;
-    shown.prompt_top_logprobs = prompt_top_logprobs_;
-  }
-  json choice = {{"index", index_}, {"logprobs", logprobs_of(shown, request_->echo && first)}};
-  choice["finish_reason"] = output.finished ? json(finish_reason(output.finish_reason)) : json();
-  if (request_->endpoint == Endpoint::completions) {
-    choice["text"] = text;
-    json c = base("text_completion");
-    c["choices"] = json::array({choice});
-    return c;
-  }
-  json delta = json::object();
-  if (first) delta["role"] = "assistant";
-  if (!text.empty()) delta["content"] = text;
-  choice["delta"] = delta;
-  json c = base("chat.completion.chunk");
-  c["choices"] = json::array({choice});
-  return c;
-}
-
-json ResponseBuilder::usage_chunk(const std::vector<ResponseBuilder>& choices) {
-  const ResponseBuilder& first = choices.at(0);
-  json c = first.base(first.request_->endpoint == Endpoint::completions ? "text_completion" : "chat.completion.chunk");
-  c["choices"] = json::array();
-  c["usage"] = usage(choices);
-  return c;
-}
-
-void ResponseBuilder::add(const RequestOutput& output) {
-  prompt_tokens_ = output.prompt_tokens;
-  completion_tokens_ = output.generated_tokens;
-  cached_tokens_ = output.cached_prompt_tokens;
-  text_ += output.text;
-  tokens_.insert(tokens_.end(), output.tokens.begin(), output.tokens.end());
-  logprobs_.insert(logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
-  top_logprobs_.insert(top_logprobs_.end(), output.top_logprobs.begin(), output.top_logprobs.end());
-  if (!output.prompt_logprobs.empty()) {
-    prompt_logprobs_ = output.prompt_logprobs;
-    prompt_top_logprobs_ = output.prompt_top_logprobs;
-  }
-  if (output.finished) finish_ = output.finish_reason;
-}
-
-json ResponseBuilder::choice() const {
-  RequestOutput all;
-  all.tokens = tokens_;
-  all.logprobs = logprobs_;
-  all.top_logprobs = top_logprobs_;
-  all.prompt_logprobs = prompt_logprobs_;
-  all.prompt_top_logprobs = prompt_top_logprobs_;
-  json choice = {{"index", index_}, {"logprobs", logprobs_of(all, request_->echo)}, {"finish_reason", finish_reason(finish_)}};
-  if (request_->endpoint == Endpoint::completions) {
-    choice["text"] = text_;
-  } else {
-    choice["message"] = {{"role", "assistant"}, {"content", text_}};
-  }
-  return choice;
-}
-
-json ResponseBuilder::response(const std::vector<ResponseBuilder>& choices) {
-  const ResponseBuilder& first = choices.at(0);
-  json r = first.base(first.request_->endpoint == Endpoint::completions ? "text_completion" : "chat.completion");
-  r["choices"] = json::array();
-  for (const ResponseBuilder& c : choices) r["choices"].push_back(c.choice());
-  r["usage"] = usage(choices);
-  return r;
 }
 
 }  // namespace oscar

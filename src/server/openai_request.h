@@ -1,8 +1,7 @@
 #pragma once
-// The OpenAI completions and chat completions API: requests parsed and checked field by field
-// (an error names the parameter), and the response and stream-chunk objects.
+// Requests of the OpenAI completions and chat completions API (and vLLM's tokenizer routes),
+// parsed and checked field by field: an error names the parameter at fault.
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,51 +66,5 @@ ApiRequest parse_api_request(const std::string& body, Endpoint endpoint, const S
 // /detokenize ({"tokens"} -> prompt); errors as parse_api_request's.
 nlohmann::json tokenize_response(const std::string& body, const ServedModel& model);
 nlohmann::json detokenize_response(const std::string& body, const ServedModel& model);
-
-// Accumulates the outputs of one choice of a request and renders the API's JSON objects.
-class ResponseBuilder {
- public:
-  ResponseBuilder(const ApiRequest& request, const ServedModel& model, size_t index = 0);
-
-  // The stream chunk for one engine output (nullopt when it carries nothing to show).
-  std::optional<nlohmann::json> chunk(const RequestOutput& output);
-  // Record an output (non-streaming); `response` once every choice finished.
-  void add(const RequestOutput& output);
-
-  // For the request whose choices these builders hold, in order (usage summed over them): the
-  // response, and the stream's chunk with usage only (stream_options.include_usage).
-  static nlohmann::json response(const std::vector<ResponseBuilder>& choices);
-  static nlohmann::json usage_chunk(const std::vector<ResponseBuilder>& choices);
-
- private:
-  // `with_prompt`: completions with echo lead with the prompt's tokens and log-probabilities.
-  nlohmann::json logprobs_of(const RequestOutput& output, bool with_prompt) const;
-  nlohmann::json choice() const;  // the whole choice, once finished
-  static nlohmann::json usage(const std::vector<ResponseBuilder>& choices);
-  nlohmann::json base(const char* object) const;
-
-  const ApiRequest* request_;
-  const ServedModel* model_;
-  size_t index_;
-  std::string text_;
-  std::vector<int32_t> tokens_;
-  std::vector<float> logprobs_;
-  std::vector<std::vector<TokenLogprob>> top_logprobs_;
-  std::vector<float> prompt_logprobs_;  // echo with logprobs: the prompt's, once the prompt is done
-  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs_;
-  // Streaming: tokens whose text is still held back (a partial UTF-8 character or a possible stop
-  // string) ride, with their log-probabilities, on the next chunk that shows text.
-  std::vector<int32_t> unsent_tokens_;
-  std::vector<float> unsent_logprobs_;
-  std::vector<std::vector<TokenLogprob>> unsent_top_logprobs_;
-  FinishReason finish_ = FinishReason::none;
-  int64_t prompt_tokens_ = 0;
-  int64_t completion_tokens_ = 0;
-  int64_t cached_tokens_ = 0;
-  bool sent_role_ = false;
-};
-
-// nlohmann::json::dump that replaces invalid UTF-8 instead of throwing.
-std::string to_json_text(const nlohmann::json& value);
 
 }  // namespace oscar
