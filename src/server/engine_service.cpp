@@ -22,6 +22,11 @@ void RequestStream::push(RequestOutput output) {
   ready_.notify_all();
 }
 
+bool RequestStream::accepted() {
+  const std::lock_guard lock(mutex_);
+  return accepted_;
+}
+
 RequestId RequestStream::wait_accepted() {
   std::unique_lock lock(mutex_);
   ready_.wait(lock, [&] { return accepted_ || rejection_.has_value(); });
@@ -45,17 +50,35 @@ EngineService::~EngineService() {
   thread_.join();
 }
 
-std::shared_ptr<RequestStream> EngineService::submit(GenerationRequest request) {
-  auto stream = std::make_shared<RequestStream>();
-  stream->submitted_ = std::chrono::steady_clock::now();
+std::vector<std::shared_ptr<RequestStream>> EngineService::submit(std::vector<GenerationRequest> requests) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
   {
+    // All in one admission: one at a time, each would wait for a step of the loop.
     const std::lock_guard lock(mutex_);
     if (stopping_) throw ApiError(503, "server_shutting_down", "the server is shutting down");
-    pending_.emplace_back(std::move(request), stream);
+    for (GenerationRequest& request : requests) {
+      auto stream = std::make_shared<RequestStream>();
+      stream->submitted_ = std::chrono::steady_clock::now();
+      pending_.emplace_back(std::move(request), stream);
+      streams.push_back(std::move(stream));
+    }
   }
   work_.notify_all();
-  stream->wait_accepted();
-  return stream;
+  std::optional<ApiError> refused;
+  for (const auto& stream : streams) {
+    try {
+      stream->wait_accepted();
+    } catch (const ApiError& error) {
+      if (!refused) refused = error;
+    }
+  }
+  if (refused) {
+    for (const auto& stream : streams) {
+      if (stream->accepted()) cancel(stream->id());
+    }
+    throw *refused;
+  }
+  return streams;
 }
 
 void EngineService::cancel(RequestId id) {

@@ -31,6 +31,7 @@ class RequestStream {
   void push(RequestOutput output);
   // Blocks until the loop accepted (returns the id) or rejected (throws ApiError 400) the request.
   RequestId wait_accepted();
+  bool accepted();
 
   std::mutex mutex_;
   std::condition_variable ready_;
@@ -48,8 +49,10 @@ class EngineService {
   EngineService(std::unique_ptr<Engine> engine, ServerMetrics& metrics);
   ~EngineService();  // stops the loop; requests in flight end as cancelled
 
-  // Queues a request; returns once the engine accepted it (ApiError 400 when it is refused).
-  std::shared_ptr<RequestStream> submit(GenerationRequest request);
+  // Queues the requests (the choices of one API request) together; returns their streams once the
+  // engine accepted them all. Where it refuses one, the others are cancelled and ApiError 400 names
+  // the refusal.
+  std::vector<std::shared_ptr<RequestStream>> submit(std::vector<GenerationRequest> requests);
   void cancel(RequestId id);
   EngineSnapshot snapshot() const;
   // Drops every cached prefix that no request uses, between two steps of the loop, and returns

@@ -154,13 +154,9 @@ void HttpServer::register_routes() {
       if (!authorized(req, res)) return;
       try {
         auto request = std::make_shared<ApiRequest>(parse_api_request(req.body, endpoint, model_));
-        Streams streams;
-        try {
-          for (size_t i = 0; i < request->choices(); ++i) streams.push_back(service_.submit(request->for_choice(i)));
-        } catch (const ApiError&) {
-          cancel_all(service_, streams);  // a choice the engine refuses fails the request
-          throw;
-        }
+        std::vector<GenerationRequest> choices;
+        for (size_t i = 0; i < request->choices(); ++i) choices.push_back(request->for_choice(i));
+        Streams streams = service_.submit(std::move(choices));  // a choice the engine refuses fails them all
         if (request->stream) {
           stream_response(res, service_, std::move(streams), request, model_);
         } else {

@@ -43,5 +43,29 @@ TEST(PoolExhaustion, EveryRequestCompletesWithItsAloneAnswer) {
   EXPECT_EQ(after.quantized_pages_free, 12);
 }
 
+// The choices of one request are admitted together: where the pool can never hold one of them, the
+// request is refused whole (400), and the choices already admitted are cancelled, their pages free.
+TEST(PoolExhaustion, ARequestWithAChoiceThePoolCannotHoldIsRefusedWhole) {
+  TestServerOptions options;
+  options.capacity = {14, 12};
+  TestServer server(options);
+  std::string long_prompt;
+  for (int i = 0; i < 80; ++i) long_prompt += "word ";
+  nlohmann::json body = greedy_body("", 100);
+  body["stream"] = false;
+  body.erase("stream_options");
+  body["prompt"] = {"The quick brown fox", long_prompt + long_prompt + long_prompt + long_prompt + long_prompt};
+  const httplib::Result result = server.client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(result);
+  EXPECT_EQ(result->status, 400) << result->body;
+  EXPECT_NE(result->body.find("pool"), std::string::npos) << result->body;
+  const EngineSnapshot after = server.idle_snapshot();
+  EXPECT_EQ(after.full_pages_free, 14);
+  EXPECT_EQ(after.quantized_pages_free, 12);
+  EXPECT_LT(after.generated_tokens, 100);
+  const StreamedResponse next = server.stream("The quick brown fox", 8);
+  EXPECT_TRUE(next.ok()) << next.error;
+}
+
 }  // namespace
 }  // namespace oscar::testing
