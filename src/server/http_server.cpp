@@ -52,7 +52,8 @@ void stream_response(httplib::Response& res, EngineService& service, Streams str
           std::string events;
           bool received = false;
           auto take = [&](size_t i, std::chrono::milliseconds wait) {
-            for (auto output = streams[i]->next(wait); output; output = streams[i]->next(std::chrono::milliseconds(0))) {
+            for (auto output = streams[i]->next(wait); output;
+                 output = streams[i]->next(std::chrono::milliseconds(0))) {
               received = true;
               if (const auto chunk = (*builders)[i].chunk(*output)) events += sse(*chunk);
               if (output->finished) {

@@ -143,7 +143,9 @@ std::vector<int32_t> chat_prompt(const json& body, const ServedModel& model) {
 std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const ServedModel& model) {
   const json* biases = field(body, "logit_bias");
   if (biases == nullptr) return {};
-  if (!biases->is_object()) throw invalid_request("'logit_bias' must be an object of token ids to numbers", "logit_bias");
+  if (!biases->is_object()) {
+    throw invalid_request("'logit_bias' must be an object of token ids to numbers", "logit_bias");
+  }
   std::vector<std::pair<int32_t, float>> out;
   for (const auto& [key, value] : biases->items()) {
     int64_t token = -1;
@@ -173,8 +175,9 @@ void refuse_unsupported(const json& body) {
   if (const json* format = field(body, "response_format")) {
     const json* type = format->is_object() ? field(*format, "type") : nullptr;
     if (type == nullptr || *type != "text") {
-      throw invalid_request("'response_format' other than {\"type\": \"text\"} is not supported (no constrained decoding)",
-                            "response_format");
+      throw invalid_request(
+          "'response_format' other than {\"type\": \"text\"} is not supported (no constrained decoding)",
+          "response_format");
     }
   }
   for (const char* calls : {"tools", "functions"}) {
@@ -263,7 +266,9 @@ json tokenize_response(const std::string& text, const ServedModel& model) {
     tokens = chat_prompt(body, model);
   } else {
     const json* prompt = field(body, "prompt");
-    if (prompt == nullptr || !prompt->is_string()) throw invalid_request("'prompt' (a string) or 'messages' is required", "prompt");
+    if (prompt == nullptr || !prompt->is_string()) {
+      throw invalid_request("'prompt' (a string) or 'messages' is required", "prompt");
+    }
     tokens = encode(model, prompt->get<std::string>(), "prompt");
   }
   return {{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", model.max_model_len}};

@@ -83,10 +83,9 @@ json ResponseBuilder::logprobs_of(const RequestOutput& output, bool with_prompt)
     const std::vector<int32_t>& prompt = request_->prompt_of(index_);
     for (size_t i = 0; i < prompt.size(); ++i) {
       const bool scored = i > 0 && i - 1 < output.prompt_logprobs.size();
-      add(prompt[i], scored ? json(output.prompt_logprobs[i - 1]) : json(nullptr),
-          scored && i - 1 < output.prompt_top_logprobs.size() ? std::span<const TokenLogprob>(output.prompt_top_logprobs[i - 1])
-                                                                : std::span<const TokenLogprob>(),
-          scored);
+      std::span<const TokenLogprob> most_likely;
+      if (scored && i - 1 < output.prompt_top_logprobs.size()) most_likely = output.prompt_top_logprobs[i - 1];
+      add(prompt[i], scored ? json(output.prompt_logprobs[i - 1]) : json(nullptr), most_likely, scored);
     }
   }
   for (size_t i = 0; i < output.tokens.size(); ++i) add(output.tokens[i], output.logprobs[i], top_at(i), true);
@@ -168,7 +167,9 @@ json ResponseBuilder::choice() const {
   all.top_logprobs = top_logprobs_;
   all.prompt_logprobs = prompt_logprobs_;
   all.prompt_top_logprobs = prompt_top_logprobs_;
-  json choice = {{"index", index_}, {"logprobs", logprobs_of(all, request_->echo)}, {"finish_reason", finish_reason(finish_)}};
+  json choice = {{"index", index_},
+                 {"logprobs", logprobs_of(all, request_->echo)},
+                 {"finish_reason", finish_reason(finish_)}};
   if (request_->endpoint == Endpoint::completions) {
     choice["text"] = text_;
   } else {

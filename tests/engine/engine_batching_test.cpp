@@ -18,7 +18,9 @@ namespace {
 }  // namespace
 
 // Readable failures for lists of TokenLogprob.
-void PrintTo(const TokenLogprob& entry, std::ostream* out) { *out << "(" << entry.token << ", " << entry.logprob << ")"; }
+void PrintTo(const TokenLogprob& entry, std::ostream* out) {
+  *out << "(" << entry.token << ", " << entry.logprob << ")";
+}
 
 namespace {
 

@@ -359,7 +359,7 @@ TEST(Endpoints, LmEvalLoglikelihoodRequests) {
     ASSERT_EQ(choice["logprobs"]["token_logprobs"].size(), tokens + 1);
     ASSERT_EQ(choice["logprobs"]["top_logprobs"].size(), tokens + 1);
   }
-  const json& scored = reply["choices"][0]["index"] == 0 ? reply["choices"][0]["logprobs"] : reply["choices"][1]["logprobs"];
+  const json& scored = reply["choices"][reply["choices"][0]["index"] == 0 ? 0 : 1]["logprobs"];
   const size_t ctxlen = context.size();
   for (size_t i = ctxlen; i + 1 < scored["token_logprobs"].size(); ++i) {
     const float value = scored["token_logprobs"][i];
