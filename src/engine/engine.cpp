@@ -1,7 +1,6 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <utility>
 
 #include "kvcache/page_layout.h"
 #include "tokenizer/tokenizer.h"
@@ -159,7 +158,7 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
     const Sequence& sequence = *plan[c].sequence;
     Sampled& s = sampled[c];
     s.start = sequence.pages.num_tokens() - plan[c].count;  // after commit
-    s.all_rows = sequence.request.prompt_logprobs && s.start < sequence.prompt_size();
+    s.all_rows = sequence.scores_prompt_from(s.start);
     s.first_row = row;
     s.rows = s.all_rows ? plan[c].count : 1;
     row += s.rows;
@@ -193,8 +192,7 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
   for (size_t c = 0; c < plan.size(); ++c) {
     Sequence& sequence = *plan[c].sequence;
     RequestOutput output = output_for(sequence);
-    if (sampled[c].all_rows && sequence.pages.num_tokens() >= sequence.prompt_size() &&
-        !std::exchange(sequence.prompt_logprobs_sent, true)) {
+    if (sampled[c].all_rows && sequence.pages.num_tokens() >= sequence.prompt_size()) {
       output.prompt_logprobs = sequence.prompt_logprobs;
       output.prompt_top_logprobs = sequence.prompt_top_logprobs;
     }
@@ -236,7 +234,7 @@ std::vector<RequestOutput> Engine::step() {
     step_tokens += chunk.count;
     if (in_prompt) counters_.prompt_tokens_computed += chunk.count;
     steps.push_back({std::span(sequence.tokens).subspan(size_t(start), size_t(chunk.count)),
-                     &sequence.pages, sequence.request.prompt_logprobs && start < sequence.prompt_size()});
+                     &sequence.pages, sequence.scores_prompt_from(start)});
   }
   StepLogits logits;
   const auto started = std::chrono::steady_clock::now();

@@ -31,10 +31,9 @@ struct Sequence {
   std::unique_ptr<StreamingDecoder> decoder;  // null without a tokenizer
   StopStringMatcher stop_matcher;
   // log p(prompt[i + 1] | prompt[..i]) and the most likely tokens there (where asked for), each
-  // position once: a preempted sequence recomputes its prompt without adding them again.
+  // position once: a preempted sequence recomputes its prompt without scoring it again.
   std::vector<float> prompt_logprobs;
   std::vector<std::vector<TokenLogprob>> prompt_top_logprobs;
-  bool prompt_logprobs_sent = false;
   int64_t cached_prompt_tokens = 0;
   PrefixCache::Cursor cache_cursor;
   int64_t preemptions = 0;
@@ -47,6 +46,11 @@ struct Sequence {
   int64_t generated() const { return int64_t(tokens.size()) - prompt_size(); }
   // Tokens whose K/V still have to be computed before the next token can be sampled.
   int64_t uncomputed() const { return int64_t(tokens.size()) - pages.num_tokens(); }
+  // Whether a chunk from position `start` needs the logits of all its rows: it lies in the prompt
+  // and the prompt is not all scored yet (prompt_logprobs requested).
+  bool scores_prompt_from(int64_t start) const {
+    return request.prompt_logprobs && start < prompt_size() && int64_t(prompt_logprobs.size()) < prompt_size() - 1;
+  }
 };
 
 }  // namespace oscar

@@ -22,11 +22,6 @@ void RequestStream::push(RequestOutput output) {
   ready_.notify_all();
 }
 
-bool RequestStream::accepted() {
-  const std::lock_guard lock(mutex_);
-  return accepted_;
-}
-
 RequestId RequestStream::wait_accepted() {
   std::unique_lock lock(mutex_);
   ready_.wait(lock, [&] { return accepted_ || rejection_.has_value(); });
@@ -65,17 +60,16 @@ std::vector<std::shared_ptr<RequestStream>> EngineService::submit(std::vector<Ge
   }
   work_.notify_all();
   std::optional<ApiError> refused;
+  std::vector<RequestId> accepted;
   for (const auto& stream : streams) {
     try {
-      stream->wait_accepted();
+      accepted.push_back(stream->wait_accepted());
     } catch (const ApiError& error) {
       if (!refused) refused = error;
     }
   }
   if (refused) {
-    for (const auto& stream : streams) {
-      if (stream->accepted()) cancel(stream->id());
-    }
+    for (const RequestId id : accepted) cancel(id);
     throw *refused;
   }
   return streams;

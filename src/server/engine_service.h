@@ -31,7 +31,6 @@ class RequestStream {
   void push(RequestOutput output);
   // Blocks until the loop accepted (returns the id) or rejected (throws ApiError 400) the request.
   RequestId wait_accepted();
-  bool accepted();
 
   std::mutex mutex_;
   std::condition_variable ready_;

@@ -65,13 +65,13 @@ void stream_response(httplib::Response& res, EngineService& service, Streams str
               }
             }
           };
-          const auto running = std::find((*finished).begin(), (*finished).end(), false);
-          take(size_t(running - (*finished).begin()),
+          const auto running = std::find(finished->begin(), finished->end(), false);
+          take(size_t(running - finished->begin()),
                std::chrono::milliseconds(streams.size() == 1 ? 200 : 20));
           for (size_t i = 0; i < streams.size(); ++i) {
             if (!(*finished)[i]) take(i, std::chrono::milliseconds(0));
           }
-          const bool done = std::find((*finished).begin(), (*finished).end(), false) == (*finished).end();
+          const bool done = std::find(finished->begin(), finished->end(), false) == finished->end();
           if (done) {
             if (request->include_usage) events += sse(ResponseBuilder::usage_chunk(*builders));
             events += "data: [DONE]\n\n";

@@ -65,11 +65,12 @@ std::vector<int32_t> encode(const ServedModel& model, const std::string& text, c
   }
 }
 
-std::vector<int32_t> token_ids(const json& ids, const ServedModel& model) {
+// The token ids of field `param`, each in the vocabulary.
+std::vector<int32_t> token_ids(const json& ids, const ServedModel& model, const char* param = "prompt") {
   std::vector<int32_t> out;
   for (const json& id : ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= model.tokenizer->vocab_size()) {
-      throw invalid_request("'prompt' token ids must be integers in the vocabulary", "prompt");
+      throw invalid_request(fmt::format("'{}' token ids must be integers in the vocabulary", param), param);
     }
     out.push_back(id.get<int32_t>());
   }
@@ -139,7 +140,7 @@ std::vector<int32_t> chat_prompt(const json& body, const ServedModel& model) {
   return encode(model, format_chat(chat, model.chat_format, true), "messages");
 }
 
-// OpenAI's logit_bias: {"token id": bias}, ids of the vocabulary, biases in [-100, 100].
+// OpenAI's logit_bias: {"token id": bias}, ids of the vocabulary.
 std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const ServedModel& model) {
   const json* biases = field(body, "logit_bias");
   if (biases == nullptr) return {};
@@ -155,9 +156,9 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const Served
                                         model.tokenizer->vocab_size() - 1),
                             "logit_bias");
     }
-    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
-      throw invalid_request(fmt::format("'logit_bias' values must be numbers in [-100, 100] (token {})", key),
-                            "logit_bias");
+    // Their range is the sampler's to check (validate, read_sampling).
+    if (!value.is_number()) {
+      throw invalid_request(fmt::format("'logit_bias' values must be numbers (token {})", key), "logit_bias");
     }
     out.emplace_back(int32_t(token), value.get<float>());
   }
@@ -278,14 +279,7 @@ json detokenize_response(const std::string& text, const ServedModel& model) {
   const json body = parse_body(text, model);
   const json* tokens = field(body, "tokens");
   if (tokens == nullptr || !tokens->is_array()) throw invalid_request("'tokens' must be a list of token ids", "tokens");
-  std::vector<int32_t> ids;
-  for (const json& id : *tokens) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= model.tokenizer->vocab_size()) {
-      throw invalid_request("'tokens' must be token ids of the vocabulary", "tokens");
-    }
-    ids.push_back(id.get<int32_t>());
-  }
-  return {{"prompt", model.tokenizer->decode(ids)}};
+  return {{"prompt", model.tokenizer->decode(token_ids(*tokens, model, "tokens"))}};
 }
 
 ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const ServedModel& model) {

@@ -19,6 +19,17 @@ const char* finish_reason(FinishReason reason) {
   return nullptr;
 }
 
+// `output`'s tokens and values appended to `to`'s; the prompt's taken once they come.
+void append(RequestOutput& to, const RequestOutput& output) {
+  to.tokens.insert(to.tokens.end(), output.tokens.begin(), output.tokens.end());
+  to.logprobs.insert(to.logprobs.end(), output.logprobs.begin(), output.logprobs.end());
+  to.top_logprobs.insert(to.top_logprobs.end(), output.top_logprobs.begin(), output.top_logprobs.end());
+  if (!output.prompt_logprobs.empty()) {
+    to.prompt_logprobs = output.prompt_logprobs;
+    to.prompt_top_logprobs = output.prompt_top_logprobs;
+  }
+}
+
 }  // namespace
 
 std::string to_json_text(const nlohmann::json& value) {
@@ -102,24 +113,12 @@ std::optional<json> ResponseBuilder::chunk(const RequestOutput& output) {
   if (request_->echo && !sent_role_) text = text_ + text;  // the echoed prompt rides on the first chunk
   const bool first = !sent_role_;
   sent_role_ = true;
-  if (!output.prompt_logprobs.empty()) {
-    prompt_logprobs_ = output.prompt_logprobs;
-    prompt_top_logprobs_ = output.prompt_top_logprobs;
-  }
-  unsent_tokens_.insert(unsent_tokens_.end(), output.tokens.begin(), output.tokens.end());
-  unsent_logprobs_.insert(unsent_logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
-  unsent_top_logprobs_.insert(unsent_top_logprobs_.end(), output.top_logprobs.begin(), output.top_logprobs.end());
+  append(pending_, output);
   if (text.empty() && !output.finished && !(first && request_->endpoint == Endpoint::chat_completions)) {
     return std::nullopt;
   }
-  RequestOutput shown;
-  shown.tokens = std::exchange(unsent_tokens_, {});
-  shown.logprobs = std::exchange(unsent_logprobs_, {});
-  shown.top_logprobs = std::exchange(unsent_top_logprobs_, {});
-  if (request_->echo && first) {  // the echoed prompt's values ride with its text
-    shown.prompt_logprobs = prompt_logprobs_;
-    shown.prompt_top_logprobs = prompt_top_logprobs_;
-  }
+  // The echoed prompt's values ride with its text, on the first chunk.
+  const RequestOutput shown = std::exchange(pending_, {});
   json choice = {{"index", index_}, {"logprobs", logprobs_of(shown, request_->echo && first)}};
   choice["finish_reason"] = output.finished ? json(finish_reason(output.finish_reason)) : json();
   if (request_->endpoint == Endpoint::completions) {
@@ -150,25 +149,13 @@ void ResponseBuilder::add(const RequestOutput& output) {
   completion_tokens_ = output.generated_tokens;
   cached_tokens_ = output.cached_prompt_tokens;
   text_ += output.text;
-  tokens_.insert(tokens_.end(), output.tokens.begin(), output.tokens.end());
-  logprobs_.insert(logprobs_.end(), output.logprobs.begin(), output.logprobs.end());
-  top_logprobs_.insert(top_logprobs_.end(), output.top_logprobs.begin(), output.top_logprobs.end());
-  if (!output.prompt_logprobs.empty()) {
-    prompt_logprobs_ = output.prompt_logprobs;
-    prompt_top_logprobs_ = output.prompt_top_logprobs;
-  }
+  append(pending_, output);
   if (output.finished) finish_ = output.finish_reason;
 }
 
 json ResponseBuilder::choice() const {
-  RequestOutput all;
-  all.tokens = tokens_;
-  all.logprobs = logprobs_;
-  all.top_logprobs = top_logprobs_;
-  all.prompt_logprobs = prompt_logprobs_;
-  all.prompt_top_logprobs = prompt_top_logprobs_;
   json choice = {{"index", index_},
-                 {"logprobs", logprobs_of(all, request_->echo)},
+                 {"logprobs", logprobs_of(pending_, request_->echo)},
                  {"finish_reason", finish_reason(finish_)}};
   if (request_->endpoint == Endpoint::completions) {
     choice["text"] = text_;

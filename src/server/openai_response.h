@@ -38,16 +38,10 @@ class ResponseBuilder {
   const ServedModel* model_;
   size_t index_;
   std::string text_;
-  std::vector<int32_t> tokens_;
-  std::vector<float> logprobs_;
-  std::vector<std::vector<TokenLogprob>> top_logprobs_;
-  std::vector<float> prompt_logprobs_;  // echo with logprobs: the prompt's, once the prompt is done
-  std::vector<std::vector<TokenLogprob>> prompt_top_logprobs_;
-  // Streaming: tokens whose text is still held back (a partial UTF-8 character or a possible stop
-  // string) ride, with their log-probabilities, on the next chunk that shows text.
-  std::vector<int32_t> unsent_tokens_;
-  std::vector<float> unsent_logprobs_;
-  std::vector<std::vector<TokenLogprob>> unsent_top_logprobs_;
+  // The tokens, their log-probabilities and the prompt's (echo) not yet rendered: all of them
+  // (add), or in a stream those whose text is still held back (a partial UTF-8 character or a
+  // possible stop string), which ride on the next chunk that shows text.
+  RequestOutput pending_;
   FinishReason finish_ = FinishReason::none;
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;

@@ -36,23 +36,6 @@ struct AttentionCase {
   int64_t band_tokens = 0;
 };
 
-// The KV shape of the attention tests: two KV heads of 128 channels.
-constexpr int kAttentionKvHeads = 2;
-constexpr int kAttentionHeadDim = 128;
-
-// A case's cache: a recent window of 256, the case's format, sink, page size and band.
-KvCacheConfig cache_config(const AttentionCase& a) {
-  KvCacheConfig kv;
-  kv.dtype = a.dtype;
-  kv.group_size = a.group_size;
-  kv.param_format = a.param_format;
-  kv.sink_tokens = a.sink_tokens;
-  kv.recent_tokens = 256;
-  kv.page_size_tokens = a.page_size_tokens;
-  kv.band_tokens = a.band_tokens;
-  return kv;
-}
-
 // The page arenas of the decode attention test, downloaded.
 struct HostArenas {
   std::vector<std::byte> full, quantized, band;
@@ -155,8 +138,15 @@ void write_rising_keys(const KvCacheConfig& kv, const PageLayout& layout, const 
 void expect_attention_matches_reference(const AttentionCase& a, const std::vector<int64_t>& cached,
                                         const std::vector<int64_t>& step_tokens, bool prefill, int decode_grid = 0,
                                         int64_t split_tokens = 0, double score_rise = 0.0) {
-  const KvCacheConfig kv = cache_config(a);
-  const int num_kv_heads = kAttentionKvHeads, d = kAttentionHeadDim;
+  KvCacheConfig kv;
+  kv.dtype = a.dtype;
+  kv.group_size = a.group_size;
+  kv.param_format = a.param_format;
+  kv.sink_tokens = a.sink_tokens;
+  kv.recent_tokens = 256;
+  kv.page_size_tokens = a.page_size_tokens;
+  kv.band_tokens = a.band_tokens;
+  const int num_kv_heads = 2, d = 128;
   const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
   const PageLayout band_layout = kv.has_band() ? make_band_layout(kv, num_kv_heads, d) : PageLayout{};
   // Each sequence's pages cover its last query row's position.
