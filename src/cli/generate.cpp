@@ -25,9 +25,12 @@ struct GenerateOptions {
   int32_t top_k = 0;
   float min_p = 0.0f;
   float repetition_penalty = 1.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
   std::optional<uint64_t> seed;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  int64_t min_tokens = 0;
   int64_t prefill_chunk = 512;
 };
 
@@ -54,11 +57,14 @@ void run_generate(const GenerateOptions& o) {
   request.stop.max_tokens = std::min(o.max_tokens, context - int64_t(request.prompt.size()));
   request.stop.stop_strings = o.stop;
   if (!o.ignore_eos) request.stop.stop_token_ids = session.eos_token_ids;
+  request.stop.min_tokens = o.min_tokens;
   request.sampling.temperature = o.temperature;
   request.sampling.top_p = o.top_p;
   request.sampling.top_k = o.top_k;
   request.sampling.min_p = o.min_p;
   request.sampling.repetition_penalty = o.repetition_penalty;
+  request.sampling.frequency_penalty = o.frequency_penalty;
+  request.sampling.presence_penalty = o.presence_penalty;
   request.sampling.seed = o.seed;
 
   EngineOptions engine_options;
@@ -108,9 +114,13 @@ void register_generate(CLI::App& app) {
   command->add_option("--top-k", options->top_k, "0: off")->capture_default_str();
   command->add_option("--min-p", options->min_p)->capture_default_str();
   command->add_option("--repetition-penalty", options->repetition_penalty)->capture_default_str();
+  command->add_option("--frequency-penalty", options->frequency_penalty, "OpenAI's, in [-2, 2]")->capture_default_str();
+  command->add_option("--presence-penalty", options->presence_penalty, "OpenAI's, in [-2, 2]")->capture_default_str();
   command->add_option("--seed", options->seed, "random seed (default: random)");
   command->add_option("--stop", options->stop, "stop string (repeatable)");
   command->add_flag("--ignore-eos", options->ignore_eos, "keep generating after EOS");
+  command->add_option("--min-tokens", options->min_tokens, "no EOS or stop string before this many new tokens")
+      ->capture_default_str();
   command->add_option("--prefill-chunk", options->prefill_chunk, "prompt tokens per step")
       ->capture_default_str();
   command->callback([options] { run_generate(*options); });

@@ -60,6 +60,12 @@ RequestId Engine::submit(GenerationRequest request) {
           "top_logprobs: must lie in [0, {}], got {}", kMaxTopLogprobs, request.top_logprobs);
   require(request.stop.max_tokens >= 1 || (request.stop.max_tokens == 0 && request.prompt_logprobs),
           "max_tokens: must be at least 1, got {}", request.stop.max_tokens);
+  require(request.stop.min_tokens >= 0 && request.stop.min_tokens <= request.stop.max_tokens,
+          "min_tokens: must lie in [0, max_tokens = {}], got {}", request.stop.max_tokens, request.stop.min_tokens);
+  for (const int32_t token : request.stop.stop_token_ids) {
+    require(token >= 0 && token < model.vocab_size, "stop_token_ids: token id {} is outside the vocabulary (0..{})",
+            token, model.vocab_size - 1);
+  }
   const int64_t total = int64_t(request.prompt.size()) + request.stop.max_tokens;
   require(total <= max_model_len_,
           "prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum context of {} tokens",
@@ -128,7 +134,10 @@ void Engine::append_token(Sequence& sequence, int32_t token, float logprob, std:
     finish(sequence, FinishReason::stop, output);
     return;
   }
-  if (sequence.decoder) output.text += sequence.stop_matcher.push(sequence.decoder->push(token));
+  if (sequence.decoder) {
+    const bool may_stop = sequence.generated() >= sequence.request.stop.min_tokens;
+    output.text += sequence.stop_matcher.push(sequence.decoder->push(token), may_stop);
+  }
   if (sequence.stop_matcher.stopped()) {
     finish(sequence, FinishReason::stop, output);
   } else if (sequence.generated() >= sequence.request.stop.max_tokens ||
@@ -182,7 +191,10 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
     }
     if (sequence.uncomputed() == 0 && sequence.request.stop.max_tokens > 0) {
       const std::span<const float> last = logits_row(s.first_row + s.rows - 1);
-      s.token = sequence.sampler.sample(last, sequence.tokens);
+      const StopCriteria& stop = sequence.request.stop;
+      const bool may_stop = sequence.generated() >= stop.min_tokens;
+      s.token = sequence.sampler.sample(last, sequence.tokens, size_t(sequence.prompt_size()),
+                                        may_stop ? std::span<const int32_t>{} : stop.stop_token_ids);
       if (sequence.request.logprobs) {
         s.logprob = token_logprob(last, s.token);
         s.top = top_logprobs(last, sequence.request.top_logprobs);

@@ -15,6 +15,9 @@ struct StopCriteria {
   int64_t max_tokens = 256;
   std::vector<int32_t> stop_token_ids;  // usually the model's EOS ids
   std::vector<std::string> stop_strings;
+  // No stop token is drawn and no stop string ends the generation before this many new tokens
+  // (vLLM's min_tokens): the stop tokens' logits are masked until then.
+  int64_t min_tokens = 0;
 };
 
 // The most likely tokens a request may ask for at each new token (OpenAI's chat limit).

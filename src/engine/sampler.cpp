@@ -20,6 +20,10 @@ void validate(const SamplingParams& p) {
   require(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0 &&
               p.repetition_penalty <= 10,
           "repetition_penalty must lie in (0, 10], got {}", p.repetition_penalty);
+  require(std::isfinite(p.frequency_penalty) && std::abs(p.frequency_penalty) <= 2,
+          "frequency_penalty must lie in [-2, 2], got {}", p.frequency_penalty);
+  require(std::isfinite(p.presence_penalty) && std::abs(p.presence_penalty) <= 2,
+          "presence_penalty must lie in [-2, 2], got {}", p.presence_penalty);
   for (const auto& [token, bias] : p.logit_bias) {
     require(token >= 0, "logit_bias token ids must be >= 0, got {}", token);
     require(std::isfinite(bias) && bias >= -100 && bias <= 100, "logit_bias values must lie in [-100, 100], got {}",
@@ -82,10 +86,13 @@ Sampler::Sampler(const SamplingParams& params)
   validate(params_);
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  // The rules read `scores`: the logits, or a copy with the repetition penalty and the bias applied.
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t prompt_size,
+                        std::span<const int32_t> excluded) {
+  // The rules read `scores`: the logits, or a copy with the penalties, the bias and the exclusions
+  // applied (in that order, the penalties in vLLM's).
   std::span<const float> scores = logits;
-  if (params_.repetition_penalty != 1.0f || !params_.logit_bias.empty()) {
+  const bool openai_penalties = params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  if (params_.repetition_penalty != 1.0f || openai_penalties || !params_.logit_bias.empty() || !excluded.empty()) {
     scratch_.assign(logits.begin(), logits.end());
     if (params_.repetition_penalty != 1.0f) {
       // CTRL-style penalty (as in transformers and vLLM): shrink positive logits, grow negative ones.
@@ -95,8 +102,26 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         v = v > 0 ? v / params_.repetition_penalty : v * params_.repetition_penalty;
       }
     }
+    if (openai_penalties) {
+      const std::span<const int32_t> generated = history.subspan(std::min(prompt_size, history.size()));
+      generated_.resize(scratch_.size());
+      for (const int32_t token : generated) {
+        if (token < 0 || size_t(token) >= scratch_.size()) continue;
+        scratch_[size_t(token)] -= params_.frequency_penalty;
+        if (!generated_[size_t(token)]) scratch_[size_t(token)] -= params_.presence_penalty;
+        generated_[size_t(token)] = 1;
+      }
+      for (const int32_t token : generated) {
+        if (token >= 0 && size_t(token) < generated_.size()) generated_[size_t(token)] = 0;
+      }
+    }
     for (const auto& [token, bias] : params_.logit_bias) {
       if (size_t(token) < scratch_.size()) scratch_[size_t(token)] += bias;
+    }
+    // The lowest finite value rather than -inf: the rules subtract the row's largest score, which
+    // stays finite even if every token were excluded.
+    for (const int32_t token : excluded) {
+      if (token >= 0 && size_t(token) < scratch_.size()) scratch_[size_t(token)] = std::numeric_limits<float>::lowest();
     }
     scores = scratch_;
   }

@@ -9,11 +9,16 @@ StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings)
   std::erase_if(stop_strings_, [](const std::string& s) { return s.empty(); });
 }
 
-std::string StopStringMatcher::push(std::string_view text) {
+std::string StopStringMatcher::push(std::string_view text, bool may_stop) {
   if (stopped_) return {};
   pending_.append(text);
+  if (!may_stop) unmatchable_ = pending_.size();
   size_t first_stop = std::string::npos;
-  for (const auto& stop : stop_strings_) first_stop = std::min(first_stop, pending_.find(stop));
+  for (const auto& stop : stop_strings_) {
+    // Occurrences that end past the unmatchable characters.
+    const size_t from = unmatchable_ >= stop.size() ? unmatchable_ - stop.size() + 1 : 0;
+    first_stop = std::min(first_stop, pending_.find(stop, from));
+  }
   if (first_stop != std::string::npos) {
     stopped_ = true;
     std::string released = pending_.substr(0, first_stop);
@@ -32,6 +37,7 @@ std::string StopStringMatcher::push(std::string_view text) {
   }
   std::string released = pending_.substr(0, pending_.size() - hold);
   pending_.erase(0, pending_.size() - hold);
+  unmatchable_ = may_stop ? 0 : pending_.size();
   return released;
 }
 

@@ -13,8 +13,10 @@ class StopStringMatcher {
  public:
   explicit StopStringMatcher(std::vector<std::string> stop_strings = {});
 
-  // Adds newly decoded text; returns the text that may be shown now.
-  std::string push(std::string_view text);
+  // Adds newly decoded text; returns the text that may be shown now. With `may_stop` false (before
+  // a request's min_tokens) no stop string may end inside `text`; one that starts there and ends in
+  // later text still stops, as vLLM's check of the newest characters finds it.
+  std::string push(std::string_view text, bool may_stop = true);
   // The end of generation: whatever was held back (nothing after a stop).
   std::string flush();
   bool stopped() const { return stopped_; }
@@ -22,6 +24,7 @@ class StopStringMatcher {
  private:
   std::vector<std::string> stop_strings_;
   std::string pending_;
+  size_t unmatchable_ = 0;  // pending_'s first characters, in which no stop string may end
   bool stopped_ = false;
 };
 

@@ -196,15 +196,12 @@ void read_sampling(const json& body, const ServedModel& model, SamplingParams& s
   s.top_k = top_k < 0 ? 0 : int32_t(top_k);
   s.min_p = number<float>(body, "min_p", 0.0f);
   s.repetition_penalty = number<float>(body, "repetition_penalty", 1.0f);
+  s.frequency_penalty = number<float>(body, "frequency_penalty", 0.0f);
+  s.presence_penalty = number<float>(body, "presence_penalty", 0.0f);
   s.logit_bias = logit_bias(body, model);
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) throw invalid_request("'seed' must be an integer", "seed");
     s.seed = uint64_t(seed->get<int64_t>());
-  }
-  for (const char* penalty : {"presence_penalty", "frequency_penalty"}) {
-    if (number<double>(body, penalty, 0.0) != 0.0) {
-      throw invalid_request(fmt::format("'{}' is not supported (use repetition_penalty)", penalty), penalty);
-    }
   }
   try {
     validate(s);
@@ -351,6 +348,17 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
   g.stop.stop_strings = stop_strings(body);
   if (!boolean(body, "ignore_eos", false)) {
     g.stop.stop_token_ids = endpoint == Endpoint::completions ? model.eos_token_ids : model.chat_stop_token_ids;
+  }
+  // vLLM's extensions: more tokens that end a choice (also with ignore_eos), and the fewest new
+  // tokens before any stop may end it.
+  if (const json* ids = field(body, "stop_token_ids")) {
+    if (!ids->is_array()) throw invalid_request("'stop_token_ids' must be a list of token ids", "stop_token_ids");
+    for (const int32_t id : token_ids(*ids, model, "stop_token_ids")) g.stop.stop_token_ids.push_back(id);
+  }
+  g.stop.min_tokens = number<int64_t>(body, "min_tokens", 0);
+  if (g.stop.min_tokens < 0 || g.stop.min_tokens > g.stop.max_tokens) {
+    throw invalid_request(fmt::format("'min_tokens' must lie in [0, {}] ('{}')", g.stop.max_tokens, max_key),
+                          "min_tokens");
   }
   request.stream = boolean(body, "stream", false);
   if (const json* options = field(body, "stream_options")) {

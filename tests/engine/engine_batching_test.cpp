@@ -297,6 +297,46 @@ TEST(EngineBatching, PromptLogprobsAndStops) {
   (void)stop_id;
 }
 
+// vLLM's stop_token_ids and min_tokens: a listed token ends the sequence (the last token, its text
+// not shown); before min_tokens no stop token is drawn and no stop string ends the text.
+TEST(EngineBatching, StopTokenIdsAndMinTokens) {
+  auto engine = make_test_engine(KvCacheConfig{}, {64, 0}, 4);
+  const GenerationRequest plain = greedy("The quick brown fox", 16);
+  engine->submit(plain);
+  const Finished free_run = run_all(*engine).begin()->second;
+  ASSERT_EQ(free_run.tokens.size(), 16u);
+  const std::vector<int32_t>& t = free_run.tokens;
+  ASSERT_TRUE(t[2] != t[0] && t[2] != t[1] && t[2] != t[3]);
+  ASSERT_NE(free_run.text.find("sixth"), std::string::npos);
+
+  GenerationRequest stop_token = plain;
+  stop_token.stop.stop_token_ids = {t[2]};
+  GenerationRequest held = stop_token;
+  held.stop.min_tokens = 4;
+  GenerationRequest no_stop_string = plain;
+  no_stop_string.stop.stop_strings = {"sixth"};
+  no_stop_string.stop.min_tokens = 16;
+  const RequestId stop_id = engine->submit(stop_token), held_id = engine->submit(held);
+  const RequestId string_id = engine->submit(no_stop_string);
+  auto results = run_all(*engine);
+
+  EXPECT_EQ(results[stop_id].tokens, std::vector<int32_t>(t.begin(), t.begin() + 3));
+  EXPECT_EQ(results[stop_id].reason, FinishReason::stop);
+  EXPECT_EQ(results[stop_id].text, tokenizer().decode(std::vector<int32_t>(t.begin(), t.begin() + 2)));
+
+  const std::vector<int32_t>& h = results[held_id].tokens;
+  ASSERT_GE(h.size(), 4u);
+  EXPECT_EQ(h[0], t[0]);
+  EXPECT_EQ(h[1], t[1]);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NE(h[i], t[2]) << "stop token drawn at " << i << " before min_tokens";
+  if (h.size() < 16) {
+    EXPECT_EQ(h.back(), t[2]);  // it may end later, only at the stop token
+  }
+
+  EXPECT_EQ(results[string_id].text, free_run.text);  // "sixth" came before min_tokens: no stop
+  EXPECT_EQ(results[string_id].reason, FinishReason::length);
+}
+
 TEST(EngineBatching, RejectsRequestsThatCanNeverRun) {
   auto engine = make_test_engine(testing::small_window_int2(), {8, 8}, 2);
   EXPECT_THROW(engine->submit(greedy("hello", 5000)), Error);  // needs more pages than the pool
@@ -313,6 +353,12 @@ TEST(EngineBatching, RejectsRequestsThatCanNeverRun) {
   too_many_top.logprobs = true;
   too_many_top.top_logprobs = kMaxTopLogprobs + 1;
   EXPECT_THROW(engine->submit(too_many_top), Error);
+  GenerationRequest min_above_max = greedy("hi", 4);
+  min_above_max.stop.min_tokens = 5;
+  EXPECT_THROW(engine->submit(min_above_max), Error);
+  GenerationRequest bad_stop_id = greedy("hi", 4);
+  bad_stop_id.stop.stop_token_ids = {99999};
+  EXPECT_THROW(engine->submit(bad_stop_id), Error);
 }
 
 }  // namespace

@@ -134,6 +134,46 @@ TEST(Sampler, RejectsOutOfRangeParameters) {
   EXPECT_THROW(Sampler({.logit_bias = {{3, 100.5f}}}), Error);
   EXPECT_THROW(Sampler({.logit_bias = {{-1, 1.0f}}}), Error);
   EXPECT_THROW(Sampler({.logit_bias = {{3, std::nanf("")}}}), Error);
+  EXPECT_THROW(Sampler({.frequency_penalty = 2.5f}), Error);
+  EXPECT_THROW(Sampler({.presence_penalty = std::nanf("")}), Error);
+}
+
+// OpenAI's penalties count the generated tokens only (the history's part after the prompt): each
+// occurrence takes the frequency penalty, the first also the presence penalty. Token 1 (3.0) leads
+// token 5 (2.9) by 0.1.
+TEST(Sampler, FrequencyAndPresencePenaltiesCountTheGeneratedTokens) {
+  auto greedy = [](float frequency, float presence, std::vector<int32_t> history, size_t prompt_size) {
+    Sampler sampler({.temperature = 0.0f, .frequency_penalty = frequency, .presence_penalty = presence});
+    return sampler.sample(kLogits, history, prompt_size);
+  };
+  EXPECT_EQ(greedy(0.04f, 0.0f, {1, 1}, 0), 1);     // 3.0 - 0.08 = 2.92
+  EXPECT_EQ(greedy(0.04f, 0.0f, {1, 1, 1}, 0), 5);  // 2.88: every occurrence counts
+  EXPECT_EQ(greedy(0.0f, 0.05f, {1, 1, 1}, 0), 1);  // 2.95: presence counts once
+  EXPECT_EQ(greedy(0.0f, 0.2f, {1}, 0), 5);         // 2.8
+  EXPECT_EQ(greedy(2.0f, 2.0f, {1, 1, 1, 2}, 3), 1);  // the prompt's 1s count for nothing; 2 falls
+  EXPECT_EQ(greedy(-0.6f, 0.0f, {0, 2}, 1), 2);     // a negative penalty lifts 2 to 3.1
+  // The same sampler again: the per-call marks are cleared (presence counted once per call).
+  Sampler sampler({.temperature = 0.0f, .presence_penalty = 0.05f});
+  const std::vector<int32_t> history = {1};
+  EXPECT_EQ(sampler.sample(kLogits, history), 1);
+  EXPECT_EQ(sampler.sample(kLogits, history), 1);
+}
+
+// Excluded tokens (a request's stop tokens before its min_tokens) are never drawn; ids beyond the
+// row are ignored, and a row with every token excluded still gives a token of the row.
+TEST(Sampler, ExcludedTokensAreNeverDrawn) {
+  const std::vector<int32_t> excluded = {1, 99};
+  EXPECT_EQ(Sampler({.temperature = 0.0f}).sample(kLogits, {}, 0, excluded), 5);
+  Sampler drawing({.temperature = 1.0f, .top_p = 0.9f, .seed = 7});
+  const std::vector<int32_t> both = {1, 5};
+  std::set<int32_t> drawn;
+  for (int i = 0; i < 2000; ++i) drawn.insert(drawing.sample(kLogits, {}, 0, both));
+  EXPECT_EQ(drawn.count(1) + drawn.count(5), 0u);
+  EXPECT_TRUE(drawn.count(2));
+  const std::vector<int32_t> all = {0, 1, 2, 3, 4, 5};
+  const int32_t token = Sampler({.temperature = 1.0f, .seed = 2}).sample(kLogits, {}, 0, all);
+  EXPECT_GE(token, 0);
+  EXPECT_LT(token, int32_t(kLogits.size()));
 }
 
 TEST(StopStrings, HoldsBackPossibleStartsAndCutsAtTheStop) {
@@ -147,6 +187,23 @@ TEST(StopStrings, HoldsBackPossibleStartsAndCutsAtTheStop) {
   EXPECT_EQ(matcher.flush(), "");
   StopStringMatcher none;
   EXPECT_EQ(none.push("abc"), "abc");
+}
+
+// Before a request's min_tokens no stop string may end in the text; one that starts there and ends
+// in later text still stops.
+TEST(StopStrings, NoStopEndsInTextPushedBeforeMinTokens) {
+  StopStringMatcher matcher({"END"});
+  EXPECT_EQ(matcher.push("a END b E", false), "a END b ");
+  EXPECT_FALSE(matcher.stopped());
+  EXPECT_EQ(matcher.push("N", false), "");  // "EN" held back: it may still become a stop
+  EXPECT_EQ(matcher.push("D tail"), "");     // "END" ends in checked text: a stop
+  EXPECT_TRUE(matcher.stopped());
+  StopStringMatcher whole({"END"});
+  EXPECT_EQ(whole.push("xEND", false), "xEND");
+  EXPECT_EQ(whole.push("y"), "y");  // the stop ended before: it does not stop now
+  EXPECT_FALSE(whole.stopped());
+  EXPECT_EQ(whole.push("END"), "");
+  EXPECT_TRUE(whole.stopped());
 }
 
 }  // namespace

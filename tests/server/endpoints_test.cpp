@@ -400,5 +400,44 @@ TEST(Endpoints, LogitBiasSteersTheTokens) {
   EXPECT_NE(avoided[0], plain[0]);
 }
 
+// vLLM's stop_token_ids and min_tokens, and OpenAI's frequency and presence penalties.
+TEST(Endpoints, StopTokenIdsMinTokensAndPenalties) {
+  TestServer server;
+  const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
+  json body = unstreamed_body("The quick brown fox", 8);
+  body["logprobs"] = 0;
+  auto choice_of = [&](const json& request) { return post_ok(server, "/v1/completions", request)["choices"][0]; };
+  const json plain = choice_of(body)["logprobs"]["tokens"];
+  ASSERT_EQ(plain.size(), 8u);
+  ASSERT_TRUE(plain[2] != plain[0] && plain[2] != plain[1]);
+  int32_t third = -1;
+  for (int32_t id = 0; id < tokenizer.vocab_size() && third < 0; ++id) {
+    if (tokenizer.token_bytes(id) == plain[2].get<std::string>()) third = id;
+  }
+  ASSERT_GE(third, 0);
+
+  body["stop_token_ids"] = {third};
+  const json stopped = choice_of(body);
+  EXPECT_EQ(stopped["finish_reason"], "stop");
+  EXPECT_EQ(stopped["text"], plain[0].get<std::string>() + plain[1].get<std::string>());
+
+  body["min_tokens"] = 3;
+  const json held = choice_of(body)["logprobs"]["tokens"];
+  ASSERT_GE(held.size(), 3u);
+  EXPECT_EQ(held[1], plain[1]);
+  EXPECT_NE(held[2], plain[2]);  // the stop token may not come third
+
+  json longer = unstreamed_body("The quick brown fox", 24);
+  longer["logprobs"] = 0;
+  const json repeating = choice_of(longer)["logprobs"]["tokens"];
+  longer["frequency_penalty"] = 2;
+  longer["presence_penalty"] = 2;
+  const json penalized = choice_of(longer)["logprobs"]["tokens"];
+  ASSERT_EQ(penalized.size(), 24u);
+  auto distinct = [](const json& tokens) { return std::set<std::string>(tokens.begin(), tokens.end()).size(); };
+  ASSERT_LT(distinct(repeating), 24u);  // the plain continuation repeats tokens
+  EXPECT_GT(distinct(penalized), distinct(repeating));
+}
+
 }  // namespace
 }  // namespace oscar::testing
