@@ -82,6 +82,10 @@ RequestId Engine::submit(GenerationRequest request) {
           "{}, {} and {} (raise the KV pool size)",
           total, peak.full + chunk_pages, peak.quantized, band_pages, pools_.full.capacity(),
           pools_.quantized.capacity(), pools_.band.capacity());
+  if (request.json_object) {
+    require(tokenizer_ != nullptr, "response_format json_object: the engine has no tokenizer");
+    if (!json_mask_) json_mask_ = std::make_unique<JsonTokenMask>(*tokenizer_, model.vocab_size);
+  }
   const RequestId id = next_id_++;
   auto sequence = std::make_unique<Sequence>(id, std::move(request), tokenizer_);
   scheduler_->add(sequence.get());
@@ -134,11 +138,17 @@ void Engine::append_token(Sequence& sequence, int32_t token, float logprob, std:
     finish(sequence, FinishReason::stop, output);
     return;
   }
+  // Every token that breaks the grammar is masked; only a row with all of them masked could give one.
+  if (sequence.json && !sequence.json->feed(json_mask_->bytes(token))) {
+    output.error = "response_format json_object: no token continues the JSON object";
+    finish(sequence, FinishReason::error, output);
+    return;
+  }
   if (sequence.decoder) {
     const bool may_stop = sequence.generated() >= sequence.request.stop.min_tokens;
     output.text += sequence.stop_matcher.push(sequence.decoder->push(token), may_stop);
   }
-  if (sequence.stop_matcher.stopped()) {
+  if (sequence.stop_matcher.stopped() || (sequence.json && sequence.json->complete())) {
     finish(sequence, FinishReason::stop, output);
   } else if (sequence.generated() >= sequence.request.stop.max_tokens ||
              int64_t(sequence.tokens.size()) >= max_model_len_) {
@@ -191,10 +201,11 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
     }
     if (sequence.uncomputed() == 0 && sequence.request.stop.max_tokens > 0) {
       const std::span<const float> last = logits_row(s.first_row + s.rows - 1);
-      const StopCriteria& stop = sequence.request.stop;
-      const bool may_stop = sequence.generated() >= stop.min_tokens;
-      s.token = sequence.sampler.sample(last, sequence.tokens, size_t(sequence.prompt_size()),
-                                        may_stop ? std::span<const int32_t>{} : stop.stop_token_ids);
+      std::vector<int32_t>& excluded = sequence.excluded_tokens;
+      excluded.clear();
+      if (sequence.generated() < sequence.request.stop.min_tokens) excluded = sequence.request.stop.stop_token_ids;
+      if (sequence.json) json_mask_->exclude(*sequence.json, excluded);
+      s.token = sequence.sampler.sample(last, sequence.tokens, size_t(sequence.prompt_size()), excluded);
       if (sequence.request.logprobs) {
         s.logprob = token_logprob(last, s.token);
         s.top = top_logprobs(last, sequence.request.top_logprobs);

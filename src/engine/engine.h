@@ -71,6 +71,7 @@ class Engine {
 
   std::unique_ptr<Backend> backend_;
   const Tokenizer* tokenizer_;
+  std::unique_ptr<JsonTokenMask> json_mask_;  // made for the first json_object request
   EngineOptions options_;
   int64_t max_model_len_;
   KvPagePools pools_;

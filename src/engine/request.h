@@ -35,6 +35,9 @@ struct GenerationRequest {
   // The prompt attends to itself in full precision; the cache is quantized before decoding
   // (needle-in-a-haystack "bf16 prefill"). Otherwise every position follows the decode rule.
   bool full_precision_prefill = false;
+  // OpenAI's JSON mode: the new text is one JSON object, and the sequence ends when it closes
+  // (engine/json_object_grammar.h). Needs the engine's tokenizer.
+  bool json_object = false;
 };
 
 enum class FinishReason { none, length, stop, cancelled, error };

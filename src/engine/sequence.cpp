@@ -25,6 +25,7 @@ Sequence::Sequence(RequestId request_id, GenerationRequest generation_request,
       stop_matcher(request.stop.stop_strings),
       arrival_time(std::chrono::steady_clock::now()) {
   if (tokenizer != nullptr) decoder = std::make_unique<StreamingDecoder>(*tokenizer);
+  if (request.json_object) json.emplace();
 }
 
 }  // namespace oscar

@@ -3,9 +3,11 @@
 // its KV is computed, its sampler and its text stream.
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/json_object_grammar.h"
 #include "engine/prefix_cache.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
@@ -30,6 +32,8 @@ struct Sequence {
   Sampler sampler;
   std::unique_ptr<StreamingDecoder> decoder;  // null without a tokenizer
   StopStringMatcher stop_matcher;
+  std::optional<JsonObjectGrammar> json;  // the new text's grammar state, where json_object asked
+  std::vector<int32_t> excluded_tokens;   // scratch: the tokens the next draw may not take
   // log p(prompt[i + 1] | prompt[..i]) and the most likely tokens there (where asked for), each
   // position once: a preempted sequence recomputes its prompt without scoring it again.
   std::vector<float> prompt_logprobs;

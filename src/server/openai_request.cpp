@@ -168,18 +168,22 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const Served
 // Fields that would change what comes back and that this server does not implement are refused
 // rather than ignored: a client that asks for JSON output, tool calls, several candidates or an
 // insertion suffix must not get plain text as if it had been honoured.
+// response_format: text, or OpenAI's JSON mode (json_object). JSON schemas are not followed.
+bool json_object_mode(const json& body) {
+  const json* format = field(body, "response_format");
+  if (format == nullptr) return false;
+  const json* type = format->is_object() ? field(*format, "type") : nullptr;
+  if (type != nullptr && *type == "text") return false;
+  if (type != nullptr && *type == "json_object") return true;
+  throw invalid_request("'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"} (JSON schemas "
+                        "are not supported)",
+                        "response_format");
+}
+
 void refuse_unsupported(const json& body) {
   if (number<int64_t>(body, "best_of", 1) != 1) throw invalid_request("only best_of = 1 is supported", "best_of");
   if (const json* suffix = field(body, "suffix"); suffix != nullptr && !(suffix->is_string() && suffix->empty())) {
     throw invalid_request("'suffix' (insertion) is not supported", "suffix");
-  }
-  if (const json* format = field(body, "response_format")) {
-    const json* type = format->is_object() ? field(*format, "type") : nullptr;
-    if (type == nullptr || *type != "text") {
-      throw invalid_request(
-          "'response_format' other than {\"type\": \"text\"} is not supported (no constrained decoding)",
-          "response_format");
-    }
   }
   for (const char* calls : {"tools", "functions"}) {
     if (const json* list = field(body, calls); list != nullptr && !(list->is_array() && list->empty())) {
@@ -305,6 +309,7 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
                           "n");
   }
   refuse_unsupported(body);
+  g.json_object = json_object_mode(body);
   read_sampling(body, model, g.sampling);
   const int64_t room = model.max_model_len - int64_t(longest);
   if (room < 1) {

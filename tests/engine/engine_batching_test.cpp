@@ -5,7 +5,10 @@
 #include <map>
 #include <ostream>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/engine.h"
+#include "engine/json_object_grammar.h"
 #include "model/model_weights.h"
 #include "support/kv_configs.h"
 #include "support/test_paths.h"
@@ -335,6 +338,32 @@ TEST(EngineBatching, StopTokenIdsAndMinTokens) {
 
   EXPECT_EQ(results[string_id].text, free_run.text);  // "sixth" came before min_tokens: no stop
   EXPECT_EQ(results[string_id].reason, FinishReason::length);
+}
+
+// JSON mode: whatever the model would write (the testbed, left alone, writes code and prose), the
+// text is a prefix of a JSON object, and the sequence ends, with reason stop, when the object closes.
+TEST(EngineBatching, JsonObjectModeWritesOneObject) {
+  auto engine = make_test_engine(KvCacheConfig{}, {64, 0}, 4);
+  std::map<RequestId, std::string> prompts;
+  for (const std::string prompt : {"The quick brown fox", "{\"name\": \"Alice\", \"age\": 30}\n", "x = {'a': [1, 2], 'b': 'c'}\ny = "}) {
+    GenerationRequest request = greedy(prompt, 96);
+    request.json_object = true;
+    prompts[engine->submit(request)] = prompt;
+  }
+  const auto results = run_all(*engine);
+  int closed = 0;
+  for (const auto& [id, result] : results) {
+    JsonObjectGrammar grammar;
+    EXPECT_TRUE(grammar.feed(result.text)) << prompts[id] << ": " << result.text;
+    if (result.reason == FinishReason::stop) {
+      EXPECT_TRUE(grammar.complete()) << result.text;
+      EXPECT_TRUE(nlohmann::json::parse(result.text).is_object()) << result.text;
+      ++closed;
+    } else {
+      EXPECT_EQ(result.reason, FinishReason::length);
+    }
+  }
+  EXPECT_GE(closed, 1);
 }
 
 TEST(EngineBatching, RejectsRequestsThatCanNeverRun) {

@@ -439,5 +439,31 @@ TEST(Endpoints, StopTokenIdsMinTokensAndPenalties) {
   EXPECT_GT(distinct(penalized), distinct(repeating));
 }
 
+// JSON mode (response_format json_object, which vLLM takes for completions too): the text is one
+// JSON object, the choice ending with reason stop when it closes; streamed, the deltas add up to
+// the same object. (The testbed is no chat model: in a chat it writes prose into a key.)
+TEST(Endpoints, JsonObjectResponseFormat) {
+  TestServer server;
+  json body = unstreamed_body("The quick brown fox", 64);
+  body["response_format"] = {{"type", "json_object"}};
+  const json choice = post_ok(server, "/v1/completions", body)["choices"][0];
+  ASSERT_EQ(choice["finish_reason"], "stop") << choice.dump();
+  const std::string text = choice["text"];
+  ASSERT_TRUE(json::accept(text)) << text;
+  EXPECT_TRUE(json::parse(text).is_object()) << text;
+
+  body["stream"] = true;
+  const StreamedResponse streamed =
+      stream_completion(server.connection(), "/v1/completions", body, [](const json&) { return true; });
+  ASSERT_TRUE(streamed.ok()) << streamed.error;
+  EXPECT_EQ(streamed.finish_reason, "stop");
+  EXPECT_EQ(streamed.text, text);
+
+  body["stream"] = false;
+  body["response_format"] = {{"type", "text"}};
+  const json free_text = post_ok(server, "/v1/completions", body)["choices"][0];
+  EXPECT_FALSE(json::accept(free_text["text"].get<std::string>()));  // the testbed writes no JSON unasked
+}
+
 }  // namespace
 }  // namespace oscar::testing

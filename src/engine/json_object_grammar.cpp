@@ -1,0 +1,273 @@
+#include "engine/json_object_grammar.h"
+
+#include <array>
+
+#include "tokenizer/tokenizer.h"
+
+namespace oscar {
+
+namespace {
+
+constexpr std::string_view kLiterals[] = {"true", "false", "null"};
+
+bool is_space(uint8_t byte) { return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r'; }
+bool is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
+bool is_hex(uint8_t byte) {
+  return is_digit(byte) || (byte >= 'a' && byte <= 'f') || (byte >= 'A' && byte <= 'F');
+}
+
+}  // namespace
+
+bool JsonObjectGrammar::feed(std::string_view bytes) {
+  for (const char c : bytes) {
+    if (!feed_byte(uint8_t(c))) return false;
+  }
+  return true;
+}
+
+bool JsonObjectGrammar::whitespace(uint8_t byte) {
+  if (!is_space(byte)) {
+    whitespace_run_ = 0;
+    return false;
+  }
+  ++whitespace_run_;
+  return true;
+}
+
+bool JsonObjectGrammar::feed_byte(uint8_t byte) {
+  switch (mode_) {
+    case Mode::start:
+    case Mode::value:
+    case Mode::value_or_close:
+    case Mode::key_or_close:
+    case Mode::key:
+    case Mode::colon:
+    case Mode::after_value:
+      if (whitespace(byte)) return whitespace_run_ <= kMaxWhitespaceRun;
+      break;
+    default:
+      break;
+  }
+  switch (mode_) {
+    case Mode::start:
+      return byte == '{' && begin_value(byte);
+    case Mode::value:
+      return begin_value(byte);
+    case Mode::value_or_close:
+      if (byte == ']') {
+        --depth_;
+        close_value();
+        return true;
+      }
+      return begin_value(byte);
+    case Mode::key_or_close:
+      if (byte == '}') {
+        --depth_;
+        close_value();
+        return true;
+      }
+      [[fallthrough]];
+    case Mode::key:
+      if (byte != '"') return false;
+      mode_ = Mode::string;
+      key_ = true;
+      return true;
+    case Mode::colon:
+      if (byte != ':') return false;
+      mode_ = Mode::value;
+      return true;
+    case Mode::after_value:
+      return after_value_byte(byte);
+    case Mode::string:
+      return string_byte(byte);
+    case Mode::escape:
+      if (byte == 'u') {
+        mode_ = Mode::unicode;
+        hex_left_ = 4;
+        return true;
+      }
+      mode_ = Mode::string;
+      return byte == '"' || byte == '\\' || byte == '/' || byte == 'b' || byte == 'f' || byte == 'n' ||
+             byte == 'r' || byte == 't';
+    case Mode::unicode:
+      if (!is_hex(byte)) return false;
+      if (--hex_left_ == 0) mode_ = Mode::string;
+      return true;
+    case Mode::number:
+      return number_byte(byte);
+    case Mode::literal: {
+      const std::string_view word = kLiterals[literal_];
+      if (byte != uint8_t(word[literal_at_])) return false;
+      if (++literal_at_ == word.size()) close_value();
+      return true;
+    }
+    case Mode::done:
+      return false;
+  }
+  return false;
+}
+
+bool JsonObjectGrammar::begin_value(uint8_t byte) {
+  switch (byte) {
+    case '{':
+    case '[':
+      if (depth_ >= kMaxDepth) return false;
+      if (byte == '[') {
+        arrays_ |= uint64_t(1) << depth_;
+      } else {
+        arrays_ &= ~(uint64_t(1) << depth_);
+      }
+      ++depth_;
+      mode_ = byte == '[' ? Mode::value_or_close : Mode::key_or_close;
+      return true;
+    case '"':
+      mode_ = Mode::string;
+      key_ = false;
+      return true;
+    case '-':
+      mode_ = Mode::number;
+      number_ = Number::sign;
+      return true;
+    case 't':
+    case 'f':
+    case 'n':
+      mode_ = Mode::literal;
+      literal_ = byte == 't' ? 0 : byte == 'f' ? 1 : 2;
+      literal_at_ = 1;
+      return true;
+    default:
+      if (!is_digit(byte)) return false;
+      mode_ = Mode::number;
+      number_ = byte == '0' ? Number::zero : Number::integer;
+      return true;
+  }
+}
+
+bool JsonObjectGrammar::after_value_byte(uint8_t byte) {
+  const bool in_array = (arrays_ >> (depth_ - 1)) & 1;
+  if (byte == ',') {
+    mode_ = in_array ? Mode::value : Mode::key;
+    return true;
+  }
+  if (byte != (in_array ? ']' : '}')) return false;
+  --depth_;
+  close_value();
+  return true;
+}
+
+bool JsonObjectGrammar::string_byte(uint8_t byte) {
+  if (utf8_left_ > 0) {
+    if ((byte & 0xC0) != 0x80) return false;
+    --utf8_left_;
+    return true;
+  }
+  if (byte == '"') {
+    if (key_) {
+      mode_ = Mode::colon;
+    } else {
+      close_value();
+    }
+    return true;
+  }
+  if (byte == '\\') {
+    mode_ = Mode::escape;
+    return true;
+  }
+  if (byte < 0x20) return false;  // control characters must be escaped
+  if (byte < 0x80) return true;
+  // The lead byte of a UTF-8 sequence (no overlong two-byte forms, nothing past U+10FFFF).
+  if (byte >= 0xC2 && byte <= 0xDF) {
+    utf8_left_ = 1;
+  } else if (byte >= 0xE0 && byte <= 0xEF) {
+    utf8_left_ = 2;
+  } else if (byte >= 0xF0 && byte <= 0xF4) {
+    utf8_left_ = 3;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool JsonObjectGrammar::number_byte(uint8_t byte) {
+  const bool digit = is_digit(byte);
+  const bool exponent = byte == 'e' || byte == 'E';
+  switch (number_) {
+    case Number::sign:
+      if (!digit) return false;
+      number_ = byte == '0' ? Number::zero : Number::integer;
+      return true;
+    case Number::zero:
+    case Number::integer:
+      if (digit && number_ == Number::integer) return true;
+      if (byte == '.') {
+        number_ = Number::dot;
+        return true;
+      }
+      if (exponent) {
+        number_ = Number::exponent;
+        return true;
+      }
+      break;
+    case Number::dot:
+      if (!digit) return false;
+      number_ = Number::fraction;
+      return true;
+    case Number::fraction:
+      if (digit) return true;
+      if (exponent) {
+        number_ = Number::exponent;
+        return true;
+      }
+      break;
+    case Number::exponent:
+      if (byte == '+' || byte == '-') {
+        number_ = Number::exponent_sign;
+        return true;
+      }
+      [[fallthrough]];
+    case Number::exponent_sign:
+      if (!digit) return false;
+      number_ = Number::exponent_digits;
+      return true;
+    case Number::exponent_digits:
+      if (digit) return true;
+      break;
+  }
+  // The number is whole; the byte belongs to what follows it (a leading zero takes no digit).
+  if (digit) return false;
+  close_value();
+  return feed_byte(byte);
+}
+
+void JsonObjectGrammar::close_value() {
+  mode_ = depth_ == 0 ? Mode::done : Mode::after_value;
+  whitespace_run_ = 0;
+}
+
+JsonTokenMask::JsonTokenMask(const Tokenizer& tokenizer, int64_t logit_rows)
+    : bytes_(size_t(std::max<int64_t>(logit_rows, tokenizer.vocab_size()))) {
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    if (!tokenizer.is_special(id)) bytes_[size_t(id)] = tokenizer.token_bytes(id);
+  }
+}
+
+void JsonTokenMask::exclude(const JsonObjectGrammar& state, std::vector<int32_t>& excluded) const {
+  // Which first bytes the state takes at all: most tokens are turned away by their first byte.
+  std::array<bool, 256> first{};
+  for (int byte = 0; byte < 256; ++byte) {
+    JsonObjectGrammar next = state;
+    const char c = char(byte);
+    first[size_t(byte)] = next.feed(std::string_view(&c, 1));
+  }
+  for (size_t id = 0; id < bytes_.size(); ++id) {
+    const std::string& token = bytes_[id];
+    bool allowed = !token.empty() && first[uint8_t(token[0])];
+    if (allowed && token.size() > 1) {
+      JsonObjectGrammar next = state;
+      allowed = next.feed(token);
+    }
+    if (!allowed) excluded.push_back(int32_t(id));
+  }
+}
+
+}  // namespace oscar
