@@ -54,18 +54,9 @@ bool JsonObjectGrammar::feed_byte(uint8_t byte) {
     case Mode::value:
       return begin_value(byte);
     case Mode::value_or_close:
-      if (byte == ']') {
-        --depth_;
-        close_value();
-        return true;
-      }
-      return begin_value(byte);
+      return byte == ']' ? close_container() : begin_value(byte);
     case Mode::key_or_close:
-      if (byte == '}') {
-        --depth_;
-        close_value();
-        return true;
-      }
+      if (byte == '}') return close_container();
       [[fallthrough]];
     case Mode::key:
       if (byte != '"') return false;
@@ -149,10 +140,7 @@ bool JsonObjectGrammar::after_value_byte(uint8_t byte) {
     mode_ = in_array ? Mode::value : Mode::key;
     return true;
   }
-  if (byte != (in_array ? ']' : '}')) return false;
-  --depth_;
-  close_value();
-  return true;
+  return byte == (in_array ? ']' : '}') && close_container();
 }
 
 bool JsonObjectGrammar::string_byte(uint8_t byte) {
@@ -237,6 +225,12 @@ bool JsonObjectGrammar::number_byte(uint8_t byte) {
   if (digit) return false;
   close_value();
   return feed_byte(byte);
+}
+
+bool JsonObjectGrammar::close_container() {
+  --depth_;
+  close_value();
+  return true;
 }
 
 void JsonObjectGrammar::close_value() {

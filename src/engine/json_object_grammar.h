@@ -49,7 +49,8 @@ class JsonObjectGrammar {
   bool after_value_byte(uint8_t byte);
   bool number_byte(uint8_t byte);
   bool string_byte(uint8_t byte);
-  void close_value();
+  bool close_container();  // the innermost container's close: true
+  void close_value();      // a value is whole: the object is done, or its container goes on
 
   uint64_t arrays_ = 0;  // bit d: the container at depth d + 1 is an array (else an object)
   uint8_t depth_ = 0;

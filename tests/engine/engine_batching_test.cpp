@@ -345,7 +345,8 @@ TEST(EngineBatching, StopTokenIdsAndMinTokens) {
 TEST(EngineBatching, JsonObjectModeWritesOneObject) {
   auto engine = make_test_engine(KvCacheConfig{}, {64, 0}, 4);
   std::map<RequestId, std::string> prompts;
-  for (const std::string prompt : {"The quick brown fox", "{\"name\": \"Alice\", \"age\": 30}\n", "x = {'a': [1, 2], 'b': 'c'}\ny = "}) {
+  for (const std::string prompt :
+       {"The quick brown fox", "{\"name\": \"Alice\", \"age\": 30}\n", "x = {'a': [1, 2], 'b': 'c'}\ny = "}) {
     GenerationRequest request = greedy(prompt, 96);
     request.json_object = true;
     prompts[engine->submit(request)] = prompt;
