@@ -6,6 +6,13 @@
 // --max-batch-context N it also finds, per KV format, the largest batch whose pages fit in the
 // memory left after the weights at context N, and its decode tokens/s. --kv-band-tokens takes a
 // list: one INT2 run per band length (0: no band).
+//
+// A bf16 row whose pages do not fit (100K x 8 of Qwen3-8B holds 118 GB on an 80 GB H100) runs with
+// its sequences sharing pages pairwise (the second half reading the first half's, as a prefix
+// cache holds them), where that fits: each step reads the same bytes as distinct sequences would.
+// A pair's pieces are half the batch apart in the decode kernel's order, waves apart at long
+// contexts, so the 50 MB L2 holds no page from one to the other; --share-pages runs every bf16 row
+// that way, to compare with distinct pages where both fit (docs/bench section (b)).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -36,6 +43,7 @@ struct BenchDecodeStepOptions {
   std::string kv_dtypes = "bf16,int2";  // the caches compared (--kv-dtypes)
   std::string scale_format = "f16";  // of the INT2 group parameters
   std::string band_tokens = std::to_string(kOscarBandTokens);  // INT2 band lengths (--kv-band-tokens), a run each
+  bool share_pages = false;  // every bf16 row with its sequences sharing pages pairwise
   std::string json_path;
 };
 
@@ -54,11 +62,15 @@ struct StepResult {
   int64_t bytes = 0;
 };
 
-StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int steps, double copy_gbps) {
+// `distinct` < batch: the sequences share pages (fill_sequences_sharing_pages).
+StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int64_t distinct, int steps,
+                      double copy_gbps) {
   const KvCacheConfig& kv = backend.kv_config();
   const KvPageCounts capacity = backend.kv_capacity();
   KvPagePools pools(capacity);
-  std::vector<SequencePages> sequences = fill_sequences(kv, pools, context, batch);
+  std::vector<SequencePages> sequences = distinct < batch
+                                             ? fill_sequences_sharing_pages(kv, pools, context, batch, distinct)
+                                             : fill_sequences(kv, pools, context, batch);
   std::vector<int32_t> tokens(size_t(batch), 7);
   StepLogits logits;
   std::vector<double> milliseconds;
@@ -121,24 +133,34 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
     fmt::print("{}: room for {} sequences of {} tokens\n", describe(kv), max_sequences, longest);
     for (const int64_t context : contexts) {
       for (const int64_t batch : batches) {
-        const int64_t need = bytes_per_layer(bench_pool_capacity(kv, context + o.steps + 4, batch), layout);
-        if (need > bytes_per_layer(options.capacity, layout)) {
+        // The pages of `distinct` sequences, and each sharing sequence's own pages past the shared ones.
+        auto fits = [&](int64_t distinct) {
+          KvPageCounts need = bench_pool_capacity(kv, context + o.steps + 4, distinct);
+          need.full += (batch - distinct) * ((o.steps + 4) / kv.page_size_tokens + 2);
+          return bytes_per_layer(need, layout) <= bytes_per_layer(options.capacity, layout);
+        };
+        const bool may_share = !kv.quantized() && batch > 1;
+        const int64_t distinct = may_share && (o.share_pages || !fits(batch)) ? (batch + 1) / 2 : batch;
+        if (!fits(distinct)) {
           fmt::print("  context {:>7} batch {:>3}: skipped, {:.1f} GB of pages do not fit\n", context, batch,
-                     double(need * config.num_layers) / 1e9);
+                     double(bytes_per_layer(bench_pool_capacity(kv, context + o.steps + 4, batch), layout) *
+                            config.num_layers) / 1e9);
           continue;
         }
-        const StepResult r = time_steps(*backend, context, batch, o.steps, gpu.copy_gbps);
-        fmt::print("  context {:>7} batch {:>3}: step {:8.3f} ms, floor {:8.3f} ms ({:.2f}x), {:.0f} tokens/s\n", context,
-                   batch, r.step_ms, r.floor_ms, r.step_ms / r.floor_ms, double(batch) / r.step_ms * 1e3);
+        const StepResult r = time_steps(*backend, context, batch, distinct, o.steps, gpu.copy_gbps);
+        fmt::print("  context {:>7} batch {:>3}: step {:8.3f} ms, floor {:8.3f} ms ({:.2f}x), {:.0f} tokens/s{}\n",
+                   context, batch, r.step_ms, r.floor_ms, r.step_ms / r.floor_ms, double(batch) / r.step_ms * 1e3,
+                   distinct < batch ? fmt::format(" (pages of {} sequences shared pairwise)", distinct) : "");
         rows.push_back({{"kernel", "decode_step"}, {"kv", std::string(to_string(kv.dtype))},
                         {"kv_config", describe(kv)},
                         {"model", o.model}, {"context", context}, {"batch", batch}, {"time_us", r.step_ms * 1e3},
                         {"bytes", r.bytes}, {"floor_us", r.floor_ms * 1e3}, {"floor_ratio", r.step_ms / r.floor_ms},
-                        {"tokens_per_s", double(batch) / r.step_ms * 1e3}});
+                        {"tokens_per_s", double(batch) / r.step_ms * 1e3}, {"distinct_sequences", distinct}});
       }
     }
     if (o.max_batch_context > 0 && max_sequences > 0) {
-      const StepResult r = time_steps(*backend, o.max_batch_context, max_sequences, o.steps, gpu.copy_gbps);
+      const StepResult r =
+          time_steps(*backend, o.max_batch_context, max_sequences, max_sequences, o.steps, gpu.copy_gbps);
       fmt::print("  max batch at context {}: {} sequences, step {:.3f} ms, {:.0f} tokens/s\n", o.max_batch_context,
                  max_sequences, r.step_ms, double(max_sequences) / r.step_ms * 1e3);
       rows.push_back({{"kernel", "max_batch_decode"}, {"kv", std::string(to_string(kv.dtype))},
@@ -176,6 +198,8 @@ void register_bench_decode_step(CLI::App& bench) {
                       "INT2: tokens behind the recent window also held at 4 bits, a list (one INT2 run each; "
                       "0: no band)")
       ->capture_default_str();
+  command->add_flag("--share-pages", options->share_pages,
+                    "time every bf16 row with its sequences sharing pages pairwise (else only rows that do not fit)");
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_step(*options); });
 }

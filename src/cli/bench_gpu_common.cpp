@@ -187,6 +187,28 @@ std::vector<SequencePages> fill_sequences(const KvCacheConfig& kv, KvPagePools& 
   return sequences;
 }
 
+std::vector<SequencePages> fill_sequences_sharing_pages(const KvCacheConfig& kv, KvPagePools& pools, int64_t context,
+                                                        int64_t batch, int64_t distinct) {
+  require(!kv.quantized(), "bench: only full-precision sequences share pages");
+  require(distinct >= 1 && distinct <= batch, "bench: {} distinct sequences of {}", distinct, batch);
+  std::vector<SequencePages> sequences = fill_sequences(kv, pools, context, distinct);
+  const int64_t shared_pages = context / kv.page_size_tokens;
+  for (int64_t s = distinct; s < batch; ++s) {
+    const std::vector<LogicalPage>& source = sequences[size_t(s % distinct)].pages();
+    std::vector<LogicalPage> prefix(source.begin(), source.begin() + shared_pages);
+    for (const LogicalPage& page : prefix) pools.full.retain(page.full);
+    SequencePages sequence;
+    sequence.attach_prefix(std::move(prefix), shared_pages * kv.page_size_tokens);
+    const int64_t rest = context - sequence.num_tokens();
+    if (rest > 0) {
+      require(sequence.reserve(rest, kv, pools), "bench: the KV page pools are too small for the shared sequences");
+      sequence.commit(rest, kv, pools);
+    }
+    sequences.push_back(std::move(sequence));
+  }
+  return sequences;
+}
+
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {
   const int64_t quantized_stop = std::min(quantized_end(kv, t + 1), t + 1);
   const int64_t quantized = std::max<int64_t>(0, quantized_stop - kv.sink_tokens);

@@ -67,6 +67,13 @@ KvPageCounts bench_pool_capacity(const KvCacheConfig& kv, int64_t tokens, int64_
 std::vector<SequencePages> fill_sequences(const KvCacheConfig& kv, KvPagePools& pools, int64_t context,
                                           int64_t batch);
 
+// The same, except that sequences `distinct` and above share the whole pages of sequence
+// s % distinct, as a prefix cache would hold them, each with its own last, partial page: every
+// sequence reads `context` tokens of pages, from `distinct` sequences' worth of memory. For
+// full-precision caches only (a shared page must be one no sequence writes).
+std::vector<SequencePages> fill_sequences_sharing_pages(const KvCacheConfig& kv, KvPagePools& pools, int64_t context,
+                                                        int64_t batch, int64_t distinct);
+
 // Bytes of one layer's pages that the decode rule reads for the query at position t, all KV heads.
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t);
 

@@ -63,6 +63,39 @@ TEST(BenchSequences, FilledInChunksTheyHoldTheDecodedPagesWithinTheBenchCapacity
   }
 }
 
+// Sharing pages (the bf16 decode step of a batch that does not fit): sequence s >= distinct holds
+// the whole pages of sequence s % distinct, counted once more in the pool, and pages of its own
+// from the partial last one on, which no other sequence holds: one it will write into.
+TEST(BenchSequences, SharingSequencesReadTheirPairsPagesAndWriteTheirOwn) {
+  const KvCacheConfig kv;  // bf16, 64-token pages
+  const int64_t context = 3000, batch = 5, distinct = 3, steps = 8;
+  KvPageCounts capacity = bench_pool_capacity(kv, context + steps, distinct);
+  capacity.full += (batch - distinct) * 2;
+  KvPagePools pools(capacity);
+  std::vector<SequencePages> sequences = fill_sequences_sharing_pages(kv, pools, context, batch, distinct);
+  ASSERT_EQ(sequences.size(), size_t(batch));
+  const size_t shared = size_t(context / kv.page_size_tokens);
+  std::set<int32_t> own;
+  for (int64_t s = 0; s < batch; ++s) {
+    SequencePages& sequence = sequences[size_t(s)];
+    EXPECT_EQ(sequence.num_tokens(), context);
+    for (int step = 0; step < steps; ++step) {
+      ASSERT_TRUE(sequence.reserve(1, kv, pools)) << "sequence " << s << ", step " << step;
+      sequence.commit(1, kv, pools);
+    }
+    const std::vector<LogicalPage>& pages = sequence.pages();
+    ASSERT_GT(pages.size(), shared);
+    for (size_t p = 0; p < pages.size(); ++p) {
+      if (p >= shared) {
+        EXPECT_TRUE(own.insert(pages[p].full).second) << "page " << pages[p].full << " written by two sequences";
+      } else if (s >= distinct) {
+        EXPECT_EQ(pages[p].full, sequences[size_t(s % distinct)].pages()[p].full) << "sequence " << s << ", page " << p;
+      }
+    }
+  }
+  EXPECT_THROW(fill_sequences_sharing_pages(int2_cache(0), pools, context, batch, distinct), Error);
+}
+
 TEST(BenchSequences, TooSmallPoolsAreAnError) {
   const KvCacheConfig kv = int2_cache(768);
   KvPagePools pools(bench_pool_capacity(kv, 5001, 1));
