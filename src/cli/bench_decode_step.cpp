@@ -133,10 +133,12 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
     fmt::print("{}: room for {} sequences of {} tokens\n", describe(kv), max_sequences, longest);
     for (const int64_t context : contexts) {
       for (const int64_t batch : batches) {
-        // The pages of `distinct` sequences, and each sharing sequence's own pages past the shared ones.
+        // The pages of `distinct` sequences, and each sharing sequence's own pages past the shared
+        // ones, which the fill chunk's pages (free once the sequences are filled) hold first.
         auto fits = [&](int64_t distinct) {
           KvPageCounts need = bench_pool_capacity(kv, context + o.steps + 4, distinct);
-          need.full += (batch - distinct) * ((o.steps + 4) / kv.page_size_tokens + 2);
+          const int64_t own_pages = (batch - distinct) * ((o.steps + 4) / kv.page_size_tokens + 2);
+          need.full += std::max<int64_t>(0, own_pages - kFillChunkTokens / kv.page_size_tokens);
           return bytes_per_layer(need, layout) <= bytes_per_layer(options.capacity, layout);
         };
         const bool may_share = !kv.quantized() && batch > 1;
