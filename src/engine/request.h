@@ -18,6 +18,7 @@ struct StopCriteria {
   // No stop token is drawn and no stop string ends the generation before this many new tokens
   // (vLLM's min_tokens): the stop tokens' logits are masked until then.
   int64_t min_tokens = 0;
+  bool include_stop_string = false;  // vLLM's include_stop_str_in_output: the text keeps the stop string
 };
 
 // The most likely tokens a request may ask for at each new token (OpenAI's chat limit).
@@ -38,6 +39,7 @@ struct GenerationRequest {
   // OpenAI's JSON mode: the new text is one JSON object, and the sequence ends when it closes
   // (engine/json_object_grammar.h). Needs the engine's tokenizer.
   bool json_object = false;
+  bool skip_special_tokens = true;  // special tokens add no text (vLLM's default)
 };
 
 enum class FinishReason { none, length, stop, cancelled, error };

@@ -22,9 +22,9 @@ Sequence::Sequence(RequestId request_id, GenerationRequest generation_request,
       tokens(request.prompt),
       pages(request.full_precision_prefill ? int64_t(request.prompt.size()) : 0),
       sampler(request.sampling),
-      stop_matcher(request.stop.stop_strings),
+      stop_matcher(request.stop.stop_strings, request.stop.include_stop_string),
       arrival_time(std::chrono::steady_clock::now()) {
-  if (tokenizer != nullptr) decoder = std::make_unique<StreamingDecoder>(*tokenizer);
+  if (tokenizer != nullptr) decoder = std::make_unique<StreamingDecoder>(*tokenizer, request.skip_special_tokens);
   if (request.json_object) json.emplace();
 }
 

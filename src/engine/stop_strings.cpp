@@ -4,8 +4,8 @@
 
 namespace oscar {
 
-StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings)
-    : stop_strings_(std::move(stop_strings)) {
+StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings, bool keep_stop)
+    : stop_strings_(std::move(stop_strings)), keep_stop_(keep_stop) {
   std::erase_if(stop_strings_, [](const std::string& s) { return s.empty(); });
 }
 
@@ -13,15 +13,19 @@ std::string StopStringMatcher::push(std::string_view text, bool may_stop) {
   if (stopped_) return {};
   pending_.append(text);
   if (!may_stop) unmatchable_ = pending_.size();
-  size_t first_stop = std::string::npos;
+  size_t first_stop = std::string::npos, stop_end = 0;
   for (const auto& stop : stop_strings_) {
     // Occurrences that end past the unmatchable characters.
     const size_t from = unmatchable_ >= stop.size() ? unmatchable_ - stop.size() + 1 : 0;
-    first_stop = std::min(first_stop, pending_.find(stop, from));
+    const size_t at = pending_.find(stop, from);
+    if (at < first_stop) {
+      first_stop = at;
+      stop_end = at + stop.size();
+    }
   }
   if (first_stop != std::string::npos) {
     stopped_ = true;
-    std::string released = pending_.substr(0, first_stop);
+    std::string released = pending_.substr(0, keep_stop_ ? stop_end : first_stop);
     pending_.clear();
     return released;
   }

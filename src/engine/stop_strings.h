@@ -11,7 +11,8 @@ namespace oscar {
 
 class StopStringMatcher {
  public:
-  explicit StopStringMatcher(std::vector<std::string> stop_strings = {});
+  // `keep_stop`: the stop string itself is released (what follows it never is).
+  explicit StopStringMatcher(std::vector<std::string> stop_strings = {}, bool keep_stop = false);
 
   // Adds newly decoded text; returns the text that may be shown now. With `may_stop` false (before
   // a request's min_tokens) no stop string may end inside `text`; one that starts there and ends in
@@ -24,6 +25,7 @@ class StopStringMatcher {
  private:
   std::vector<std::string> stop_strings_;
   std::string pending_;
+  bool keep_stop_ = false;
   size_t unmatchable_ = 0;  // pending_'s first characters, in which no stop string may end
   bool stopped_ = false;
 };

@@ -360,6 +360,8 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
     if (!ids->is_array()) throw invalid_request("'stop_token_ids' must be a list of token ids", "stop_token_ids");
     for (const int32_t id : token_ids(*ids, model, "stop_token_ids")) g.stop.stop_token_ids.push_back(id);
   }
+  g.stop.include_stop_string = boolean(body, "include_stop_str_in_output", false);
+  g.skip_special_tokens = boolean(body, "skip_special_tokens", true);
   g.stop.min_tokens = number<int64_t>(body, "min_tokens", 0);
   if (g.stop.min_tokens < 0 || g.stop.min_tokens > g.stop.max_tokens) {
     throw invalid_request(fmt::format("'min_tokens' must lie in [0, {}] ('{}')", g.stop.max_tokens, max_key),

@@ -189,6 +189,17 @@ TEST(StopStrings, HoldsBackPossibleStartsAndCutsAtTheStop) {
   EXPECT_EQ(none.push("abc"), "abc");
 }
 
+// vLLM's include_stop_str_in_output: the stop string is released, what follows it is not.
+TEST(StopStrings, KeepsTheStopStringWhereAsked) {
+  StopStringMatcher matcher({"END", "\n\n"}, true);
+  EXPECT_EQ(matcher.push("done E"), "done ");
+  EXPECT_EQ(matcher.push("ND and more"), "END");
+  EXPECT_TRUE(matcher.stopped());
+  EXPECT_EQ(matcher.flush(), "");
+  StopStringMatcher earliest({"cd", "abcdef"}, true);
+  EXPECT_EQ(earliest.push("xabcdefg"), "xabcdef");  // the stop that starts first, whole
+}
+
 // Before a request's min_tokens no stop string may end in the text; one that starts there and ends
 // in later text still stops.
 TEST(StopStrings, NoStopEndsInTextPushedBeforeMinTokens) {

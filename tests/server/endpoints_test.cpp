@@ -465,5 +465,32 @@ TEST(Endpoints, JsonObjectResponseFormat) {
   EXPECT_FALSE(json::accept(free_text["text"].get<std::string>()));  // the testbed writes no JSON unasked
 }
 
+// vLLM's include_stop_str_in_output (the stop string stays in the text) and skip_special_tokens
+// (false: a special token's text is shown; the end-of-text token forced here by logit_bias).
+TEST(Endpoints, StopStringKeptAndSpecialTokensShown) {
+  TestServer server;
+  const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
+  json body = unstreamed_body("The quick brown fox", 16);
+  body["stop"] = "sixth";
+  const json cut = post_ok(server, "/v1/completions", body)["choices"][0];
+  ASSERT_EQ(cut["finish_reason"], "stop");
+  body["include_stop_str_in_output"] = true;
+  const json kept = post_ok(server, "/v1/completions", body)["choices"][0];
+  EXPECT_EQ(kept["finish_reason"], "stop");
+  EXPECT_EQ(kept["text"], cut["text"].get<std::string>() + "sixth");
+
+  int32_t special = -1;
+  for (int32_t id = 0; id < tokenizer.vocab_size() && special < 0; ++id) {
+    if (tokenizer.is_special(id)) special = id;
+  }
+  ASSERT_GE(special, 0);
+  json forced = unstreamed_body("The quick brown fox", 2);  // ignore_eos: the special token does not stop it
+  forced["logit_bias"] = {{std::to_string(special), 100}};
+  EXPECT_EQ(post_ok(server, "/v1/completions", forced)["choices"][0]["text"], "");
+  forced["skip_special_tokens"] = false;
+  EXPECT_EQ(post_ok(server, "/v1/completions", forced)["choices"][0]["text"],
+            tokenizer.token_bytes(special) + tokenizer.token_bytes(special));
+}
+
 }  // namespace
 }  // namespace oscar::testing
