@@ -179,44 +179,30 @@ bool JsonObjectGrammar::string_byte(uint8_t byte) {
 bool JsonObjectGrammar::number_byte(uint8_t byte) {
   const bool digit = is_digit(byte);
   const bool exponent = byte == 'e' || byte == 'E';
+  auto to = [&](Number next) {
+    number_ = next;
+    return true;
+  };
   switch (number_) {
     case Number::sign:
-      if (!digit) return false;
-      number_ = byte == '0' ? Number::zero : Number::integer;
-      return true;
+      return digit && to(byte == '0' ? Number::zero : Number::integer);
+    case Number::dot:
+      return digit && to(Number::fraction);
+    case Number::exponent:
+      if (byte == '+' || byte == '-') return to(Number::exponent_sign);
+      return digit && to(Number::exponent_digits);
+    case Number::exponent_sign:
+      return digit && to(Number::exponent_digits);
     case Number::zero:
     case Number::integer:
       if (digit && number_ == Number::integer) return true;
-      if (byte == '.') {
-        number_ = Number::dot;
-        return true;
-      }
-      if (exponent) {
-        number_ = Number::exponent;
-        return true;
-      }
+      if (byte == '.') return to(Number::dot);
+      if (exponent) return to(Number::exponent);
       break;
-    case Number::dot:
-      if (!digit) return false;
-      number_ = Number::fraction;
-      return true;
     case Number::fraction:
       if (digit) return true;
-      if (exponent) {
-        number_ = Number::exponent;
-        return true;
-      }
+      if (exponent) return to(Number::exponent);
       break;
-    case Number::exponent:
-      if (byte == '+' || byte == '-') {
-        number_ = Number::exponent_sign;
-        return true;
-      }
-      [[fallthrough]];
-    case Number::exponent_sign:
-      if (!digit) return false;
-      number_ = Number::exponent_digits;
-      return true;
     case Number::exponent_digits:
       if (digit) return true;
       break;
