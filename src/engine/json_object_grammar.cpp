@@ -1,6 +1,7 @@
 #include "engine/json_object_grammar.h"
 
-#include <array>
+#include <algorithm>
+#include <utility>
 
 #include "tokenizer/tokenizer.h"
 
@@ -224,29 +225,55 @@ void JsonObjectGrammar::close_value() {
   whitespace_run_ = 0;
 }
 
-JsonTokenMask::JsonTokenMask(const Tokenizer& tokenizer, int64_t logit_rows)
-    : bytes_(size_t(std::max<int64_t>(logit_rows, tokenizer.vocab_size()))) {
+namespace {
+
+std::vector<std::string> non_special_token_bytes(const Tokenizer& tokenizer, int64_t logit_rows) {
+  std::vector<std::string> bytes(size_t(std::max<int64_t>(logit_rows, tokenizer.vocab_size())));
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
-    if (!tokenizer.is_special(id)) bytes_[size_t(id)] = tokenizer.token_bytes(id);
+    if (!tokenizer.is_special(id)) bytes[size_t(id)] = tokenizer.token_bytes(id);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+JsonTokenMask::JsonTokenMask(const Tokenizer& tokenizer, int64_t logit_rows)
+    : JsonTokenMask(non_special_token_bytes(tokenizer, logit_rows)) {}
+
+JsonTokenMask::JsonTokenMask(std::vector<std::string> token_bytes)
+    : bytes_(std::move(token_bytes)), plain_string_text_(bytes_.size(), 0) {
+  JsonObjectGrammar in_string;
+  in_string.feed("{\"");
+  for (size_t id = 0; id < bytes_.size(); ++id) {
+    const std::string& token = bytes_[id];
+    if (token.empty()) continue;
+    JsonObjectGrammar next = in_string;
+    plain_string_text_[id] = next.feed(token) && next.in_string_text();
+    by_first_byte_[uint8_t(token[0])].push_back(int32_t(id));
   }
 }
 
 void JsonTokenMask::exclude(const JsonObjectGrammar& state, std::vector<int32_t>& excluded) const {
-  // Which first bytes the state takes at all: most tokens are turned away by their first byte.
-  std::array<bool, 256> first{};
-  for (int byte = 0; byte < 256; ++byte) {
+  auto continues = [&](const std::string& token) {
     JsonObjectGrammar next = state;
-    const char c = char(byte);
-    first[size_t(byte)] = next.feed(std::string_view(&c, 1));
+    return next.feed(token);
+  };
+  std::vector<uint8_t> allowed(bytes_.size(), 0);
+  if (state.in_string_text()) {
+    for (size_t id = 0; id < bytes_.size(); ++id) {
+      allowed[id] = plain_string_text_[id] || (!bytes_[id].empty() && continues(bytes_[id]));
+    }
+  } else {
+    for (int byte = 0; byte < 256; ++byte) {
+      const char c = char(byte);
+      if (!continues(std::string(1, c))) continue;
+      for (const int32_t id : by_first_byte_[size_t(byte)]) {
+        allowed[size_t(id)] = bytes_[size_t(id)].size() == 1 || continues(bytes_[size_t(id)]);
+      }
+    }
   }
   for (size_t id = 0; id < bytes_.size(); ++id) {
-    const std::string& token = bytes_[id];
-    bool allowed = !token.empty() && first[uint8_t(token[0])];
-    if (allowed && token.size() > 1) {
-      JsonObjectGrammar next = state;
-      allowed = next.feed(token);
-    }
-    if (!allowed) excluded.push_back(int32_t(id));
+    if (!allowed[id]) excluded.push_back(int32_t(id));
   }
 }
 

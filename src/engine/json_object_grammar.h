@@ -3,6 +3,7 @@
 // JSON object (RFC 8259) by masking, at each step, every token whose bytes would leave the text
 // no prefix of one. The grammar reads bytes; its state is a few bytes (no heap), so each of the
 // vocabulary's tokens is tried on a copy of it.
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -24,6 +25,8 @@ class JsonObjectGrammar {
   bool feed(std::string_view bytes);
   // The object is closed: nothing more may follow.
   bool complete() const { return mode_ == Mode::done; }
+  // Inside a string, between characters: where most of a vocabulary may come.
+  bool in_string_text() const { return mode_ == Mode::string && utf8_left_ == 0; }
 
  private:
   enum class Mode : uint8_t {
@@ -65,20 +68,25 @@ class JsonObjectGrammar {
 };
 
 // Every token's bytes, to test them against a grammar state: the tokens that may not come next.
-// One pass over the vocabulary a step (0.05-0.19 ms for the testbed's 8,192 tokens on one core of
-// the 2-core build machine; a first-byte table turns most tokens away outside strings).
+// Inside a string the tokens that are plain string text (no quote, backslash or control character,
+// whole UTF-8 characters) are taken without a test; elsewhere only the tokens whose first byte the
+// state takes are tested (bench/json_token_mask.cpp: docs/bench section (e)).
 class JsonTokenMask {
  public:
   // `logit_rows`: the model's vocabulary rows (at least the tokenizer's); rows without a token and
   // special tokens are never allowed.
   JsonTokenMask(const Tokenizer& tokenizer, int64_t logit_rows);
+  // Each id's bytes; an empty string is a token that never comes.
+  explicit JsonTokenMask(std::vector<std::string> token_bytes);
   // The ids that would leave `state` no prefix of an object, appended to `excluded`.
   void exclude(const JsonObjectGrammar& state, std::vector<int32_t>& excluded) const;
   const std::string& bytes(int32_t token) const { return bytes_[size_t(token)]; }
   int64_t rows() const { return int64_t(bytes_.size()); }
 
  private:
-  std::vector<std::string> bytes_;  // empty: never allowed
+  std::vector<std::string> bytes_;             // empty: never allowed
+  std::vector<uint8_t> plain_string_text_;     // per token
+  std::array<std::vector<int32_t>, 256> by_first_byte_;
 };
 
 }  // namespace oscar

@@ -85,30 +85,36 @@ TEST(JsonObjectGrammar, LimitsWhitespaceRunsAndDepth) {
 }
 
 // The token mask: a token is excluded exactly when its bytes leave the text no prefix of an
-// object, and special tokens and rows past the tokenizer's vocabulary never come.
+// object, inside strings (where plain text skips the test) and between values (where the first
+// byte picks the tokens tested); special tokens and rows past the tokenizer's vocabulary never come.
 TEST(JsonTokenMask, ExcludesTheTokensThatBreakTheObject) {
   const Tokenizer tokenizer = Tokenizer::load(testing::testbed_model_dir());
   const int64_t rows = tokenizer.vocab_size() + 3;
   const JsonTokenMask mask(tokenizer, rows);
-  JsonObjectGrammar state;
-  ASSERT_TRUE(state.feed("{\"name\": \"ca"));
-  std::vector<int32_t> excluded;
-  mask.exclude(state, excluded);
-  std::vector<bool> is_excluded(size_t(rows), false);
-  for (const int32_t id : excluded) is_excluded[size_t(id)] = true;
-  int64_t allowed = 0;
-  for (int32_t id = 0; id < rows; ++id) {
-    JsonObjectGrammar next = state;
-    const bool continues = id < tokenizer.vocab_size() && !tokenizer.is_special(id) &&
-                           next.feed(tokenizer.token_bytes(id));
-    EXPECT_EQ(is_excluded[size_t(id)], !continues) << "token " << id;
-    allowed += continues;
-  }
-  // Inside a string most tokens may come, and the closing quote's token is among them.
-  EXPECT_GT(allowed, tokenizer.vocab_size() / 2);
   const std::vector<int32_t> quote = tokenizer.encode("\"");
   ASSERT_EQ(quote.size(), 1u);
-  EXPECT_FALSE(is_excluded[size_t(quote[0])]);
+  for (const std::string text : {"{\"name\": \"ca", "{\"a\": \"caf\xc3", "{\"a\": \"x\\", "{", "{\"a\": 12", "{\"a\": [1, "}) {
+    JsonObjectGrammar state;
+    ASSERT_TRUE(state.feed(text)) << text;
+    std::vector<int32_t> excluded;
+    mask.exclude(state, excluded);
+    std::vector<bool> is_excluded(size_t(rows), false);
+    for (const int32_t id : excluded) is_excluded[size_t(id)] = true;
+    int64_t allowed = 0;
+    for (int32_t id = 0; id < rows; ++id) {
+      JsonObjectGrammar next = state;
+      const bool continues =
+          id < tokenizer.vocab_size() && !tokenizer.is_special(id) && next.feed(tokenizer.token_bytes(id));
+      EXPECT_EQ(is_excluded[size_t(id)], !continues) << text << ": token " << id;
+      allowed += continues;
+    }
+    EXPECT_GT(allowed, 0) << text;
+    if (state.in_string_text()) {
+      // Inside a string most tokens may come, and the closing quote's token is among them.
+      EXPECT_GT(allowed, tokenizer.vocab_size() / 2) << text;
+      EXPECT_FALSE(is_excluded[size_t(quote[0])]) << text;
+    }
+  }
 }
 
 }  // namespace
