@@ -31,7 +31,8 @@ std::vector<std::string> qwen3_sized_tokens() {
   const size_t base = tokens.size();
   while (tokens.size() < 151936) {
     std::string token;
-    for (int part = 0, parts = 2 + int(generator() % 3 == 0); part < parts; ++part) token += tokens[pick(generator) % base];
+    const int parts = 2 + int(generator() % 3 == 0);
+    for (int part = 0; part < parts; ++part) token += tokens[pick(generator) % base];
     if (token.size() <= 24 && seen.insert(token).second) tokens.push_back(token);
   }
   return tokens;

@@ -93,7 +93,9 @@ TEST(JsonTokenMask, ExcludesTheTokensThatBreakTheObject) {
   const JsonTokenMask mask(tokenizer, rows);
   const std::vector<int32_t> quote = tokenizer.encode("\"");
   ASSERT_EQ(quote.size(), 1u);
-  for (const std::string text : {"{\"name\": \"ca", "{\"a\": \"caf\xc3", "{\"a\": \"x\\", "{", "{\"a\": 12", "{\"a\": [1, "}) {
+  // Inside a string; after a UTF-8 lead byte and after a backslash; between values.
+  for (const std::string text :
+       {"{\"name\": \"ca", "{\"a\": \"caf\xc3", "{\"a\": \"x\\", "{", "{\"a\": 12", "{\"a\": [1, "}) {
     JsonObjectGrammar state;
     ASSERT_TRUE(state.feed(text)) << text;
     std::vector<int32_t> excluded;
