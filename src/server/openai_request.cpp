@@ -294,6 +294,15 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
   request.prompts = endpoint == Endpoint::completions ? completion_prompts(body, model)
                                                       : std::vector<std::vector<int32_t>>{chat_prompt(body, model)};
   const char* prompt_key = endpoint == Endpoint::completions ? "prompt" : "messages";
+  // vLLM's truncate_prompt_tokens: each prompt keeps its last k tokens (-1: the model's context).
+  if (field(body, "truncate_prompt_tokens") != nullptr) {
+    int64_t keep = number<int64_t>(body, "truncate_prompt_tokens", -1);
+    if (keep == -1) keep = model.max_model_len;
+    if (keep < 1) throw invalid_request("'truncate_prompt_tokens' must be -1 or at least 1", "truncate_prompt_tokens");
+    for (std::vector<int32_t>& prompt : request.prompts) {
+      if (int64_t(prompt.size()) > keep) prompt.erase(prompt.begin(), prompt.end() - keep);
+    }
+  }
   size_t longest = 0;
   for (const std::vector<int32_t>& prompt : request.prompts) {
     if (prompt.empty()) throw invalid_request("the prompt is empty", prompt_key);

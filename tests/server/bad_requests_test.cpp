@@ -117,6 +117,8 @@ const std::vector<BadRequest> kBadRequests = {
      "frequency_penalty"},
     {"presence_penalty a string", "POST", "/v1/chat/completions",
      R"({"messages": [{"role": "user", "content": "hi"}], "presence_penalty": "high"})", 400, "presence_penalty"},
+    {"truncate_prompt_tokens 0", "POST", "/v1/completions", R"({"prompt": "hi", "truncate_prompt_tokens": 0})", 400,
+     "truncate_prompt_tokens"},
     {"min_tokens negative", "POST", "/v1/completions", R"({"prompt": "hi", "min_tokens": -1})", 400, "min_tokens"},
     {"min_tokens above max_tokens", "POST", "/v1/completions",
      R"({"prompt": "hi", "max_tokens": 4, "min_tokens": 5})", 400, "min_tokens"},

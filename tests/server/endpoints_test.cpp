@@ -492,5 +492,27 @@ TEST(Endpoints, StopStringKeptAndSpecialTokensShown) {
             tokenizer.token_bytes(special) + tokenizer.token_bytes(special));
 }
 
+// vLLM's truncate_prompt_tokens: a prompt longer than the context keeps its last k tokens, and
+// is answered as that shorter prompt alone is (-1: the model's context, which leaves no room here).
+TEST(Endpoints, TruncatePromptTokensKeepsTheLastTokens) {
+  TestServer server;
+  const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
+  std::string long_prompt;
+  for (int i = 0; i < 600; ++i) long_prompt += "word ";
+  const std::vector<int32_t> ids = tokenizer.encode(long_prompt);
+  ASSERT_GT(ids.size(), 512u);  // past the testbed's context
+  json body = unstreamed_body(long_prompt, 4);
+  body["truncate_prompt_tokens"] = 100;
+  const json truncated = post_ok(server, "/v1/completions", body);
+  EXPECT_EQ(truncated["usage"]["prompt_tokens"], 100);
+  json tail = unstreamed_body("", 4);
+  tail["prompt"] = std::vector<int32_t>(ids.end() - 100, ids.end());
+  EXPECT_EQ(truncated["choices"][0]["text"], post_ok(server, "/v1/completions", tail)["choices"][0]["text"]);
+  body["truncate_prompt_tokens"] = -1;
+  const httplib::Result full = server.client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->status, 400);  // the whole context for the prompt leaves none for the answer
+}
+
 }  // namespace
 }  // namespace oscar::testing
