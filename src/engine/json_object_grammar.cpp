@@ -146,8 +146,10 @@ bool JsonObjectGrammar::after_value_byte(uint8_t byte) {
 
 bool JsonObjectGrammar::string_byte(uint8_t byte) {
   if (utf8_left_ > 0) {
-    if ((byte & 0xC0) != 0x80) return false;
+    if (byte < utf8_low_ || byte > utf8_high_) return false;
     --utf8_left_;
+    utf8_low_ = 0x80;
+    utf8_high_ = 0xBF;
     return true;
   }
   if (byte == '"') {
@@ -164,16 +166,13 @@ bool JsonObjectGrammar::string_byte(uint8_t byte) {
   }
   if (byte < 0x20) return false;  // control characters must be escaped
   if (byte < 0x80) return true;
-  // The lead byte of a UTF-8 sequence (no overlong two-byte forms, nothing past U+10FFFF).
-  if (byte >= 0xC2 && byte <= 0xDF) {
-    utf8_left_ = 1;
-  } else if (byte >= 0xE0 && byte <= 0xEF) {
-    utf8_left_ = 2;
-  } else if (byte >= 0xF0 && byte <= 0xF4) {
-    utf8_left_ = 3;
-  } else {
-    return false;
-  }
+  // The lead byte of a well-formed UTF-8 sequence (Unicode's table 3-7): the bytes that may follow
+  // it, and the range of the first of them, which rules out overlong forms, surrogates and code
+  // points past U+10FFFF.
+  if (byte < 0xC2 || byte > 0xF4) return false;
+  utf8_left_ = byte <= 0xDF ? 1 : byte <= 0xEF ? 2 : 3;
+  utf8_low_ = byte == 0xE0 ? 0xA0 : byte == 0xF0 ? 0x90 : 0x80;
+  utf8_high_ = byte == 0xED ? 0x9F : byte == 0xF4 ? 0x8F : 0xBF;
   return true;
 }
 

@@ -61,6 +61,8 @@ class JsonObjectGrammar {
   Number number_ = Number::sign;
   bool key_ = false;          // the string being read is an object's key
   uint8_t utf8_left_ = 0;     // continuation bytes the current character still needs
+  uint8_t utf8_low_ = 0x80;   // the range the next of them must lie in
+  uint8_t utf8_high_ = 0xBF;
   uint8_t hex_left_ = 0;
   uint8_t literal_ = 0;       // 0 true, 1 false, 2 null
   uint8_t literal_at_ = 0;    // bytes of it read

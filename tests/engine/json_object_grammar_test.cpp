@@ -66,6 +66,10 @@ TEST(JsonObjectGrammar, RefusesTheFirstByteThatLeavesNoObject) {
       {"{\"a\": \"\x80\"}", 7},   // a continuation byte with no lead
       {"{\"a\": \"\xc3(\"}", 8},  // a lead byte without its continuation
       {"{\"a\": \"\xc0\xaf\"}", 7},  // an overlong form
+      {"{\"a\": \"\xe0\x80\x80\"}", 8},  // an overlong three-byte form
+      {"{\"a\": \"\xed\xa0\x80\"}", 8},  // a surrogate
+      {"{\"a\": \"\xf4\x90\x80\x80\"}", 8},  // past U+10FFFF
+      {"{\"a\": \"\xe2\x82\xe2\"}", 9},  // a lead byte where a continuation byte belongs
   };
   for (const auto& [text, refused_at] : cases) {
     EXPECT_FALSE(nlohmann::json::accept(text) && nlohmann::json::parse(text).is_object()) << text;
