@@ -165,10 +165,8 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const Served
   return out;
 }
 
-// Fields that would change what comes back and that this server does not implement are refused
-// rather than ignored: a client that asks for JSON output, tool calls, several candidates or an
-// insertion suffix must not get plain text as if it had been honoured.
-// response_format: text, or OpenAI's JSON mode (json_object). JSON schemas are not followed.
+// response_format: text, or OpenAI's JSON mode (json_object). A JSON schema is refused, not
+// ignored: its client must not get free text as if the schema had been followed.
 bool json_object_mode(const json& body) {
   const json* format = field(body, "response_format");
   if (format == nullptr) return false;
@@ -180,6 +178,9 @@ bool json_object_mode(const json& body) {
                         "response_format");
 }
 
+// Fields that would change what comes back and that this server does not implement are refused
+// rather than ignored: a client that asks for tool calls, several candidates or an insertion
+// suffix must not get plain text as if it had been honoured.
 void refuse_unsupported(const json& body) {
   if (number<int64_t>(body, "best_of", 1) != 1) throw invalid_request("only best_of = 1 is supported", "best_of");
   if (const json* suffix = field(body, "suffix"); suffix != nullptr && !(suffix->is_string() && suffix->empty())) {
