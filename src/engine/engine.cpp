@@ -46,26 +46,21 @@ Engine::~Engine() = default;
 RequestId Engine::submit(GenerationRequest request) {
   const ModelConfig& model = backend_->model_config();
   const KvCacheConfig& kv = backend_->kv_config();
-  require(!request.prompt.empty(), "prompt: must hold at least one token");
-  for (const int32_t token : request.prompt) {
-    require(token >= 0 && token < model.vocab_size, "prompt: token id {} is outside the vocabulary (0..{})",
-            token, model.vocab_size - 1);
-  }
-  validate(request.sampling);
-  for (const auto& [token, bias] : request.sampling.logit_bias) {
-    require(token < model.vocab_size, "logit_bias: token id {} is outside the vocabulary (0..{})", token,
+  auto require_in_vocabulary = [&](int32_t token, const char* field) {
+    require(token >= 0 && token < model.vocab_size, "{}: token id {} is outside the vocabulary (0..{})", field, token,
             model.vocab_size - 1);
-  }
+  };
+  require(!request.prompt.empty(), "prompt: must hold at least one token");
+  for (const int32_t token : request.prompt) require_in_vocabulary(token, "prompt");
+  validate(request.sampling);
+  for (const auto& [token, bias] : request.sampling.logit_bias) require_in_vocabulary(token, "logit_bias");
+  for (const int32_t token : request.stop.stop_token_ids) require_in_vocabulary(token, "stop_token_ids");
   require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
           "top_logprobs: must lie in [0, {}], got {}", kMaxTopLogprobs, request.top_logprobs);
   require(request.stop.max_tokens >= 1 || (request.stop.max_tokens == 0 && request.prompt_logprobs),
           "max_tokens: must be at least 1, got {}", request.stop.max_tokens);
   require(request.stop.min_tokens >= 0 && request.stop.min_tokens <= request.stop.max_tokens,
           "min_tokens: must lie in [0, max_tokens = {}], got {}", request.stop.max_tokens, request.stop.min_tokens);
-  for (const int32_t token : request.stop.stop_token_ids) {
-    require(token >= 0 && token < model.vocab_size, "stop_token_ids: token id {} is outside the vocabulary (0..{})",
-            token, model.vocab_size - 1);
-  }
   const int64_t total = int64_t(request.prompt.size()) + request.stop.max_tokens;
   require(total <= max_model_len_,
           "prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum context of {} tokens",
@@ -144,10 +139,7 @@ void Engine::append_token(Sequence& sequence, int32_t token, float logprob, std:
     finish(sequence, FinishReason::error, output);
     return;
   }
-  if (sequence.decoder) {
-    const bool may_stop = sequence.generated() >= sequence.request.stop.min_tokens;
-    output.text += sequence.stop_matcher.push(sequence.decoder->push(token), may_stop);
-  }
+  if (sequence.decoder) output.text += sequence.stop_matcher.push(sequence.decoder->push(token), sequence.may_stop());
   if (sequence.stop_matcher.stopped() || (sequence.json && sequence.json->complete())) {
     finish(sequence, FinishReason::stop, output);
   } else if (sequence.generated() >= sequence.request.stop.max_tokens ||
@@ -203,7 +195,7 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
       const std::span<const float> last = logits_row(s.first_row + s.rows - 1);
       std::vector<int32_t>& excluded = sequence.excluded_tokens;
       excluded.clear();
-      if (sequence.generated() < sequence.request.stop.min_tokens) excluded = sequence.request.stop.stop_token_ids;
+      if (!sequence.may_stop()) excluded = sequence.request.stop.stop_token_ids;
       if (sequence.json) json_mask_->exclude(*sequence.json, excluded);
       s.token = sequence.sampler.sample(last, sequence.tokens, size_t(sequence.prompt_size()), excluded);
       if (sequence.request.logprobs) {

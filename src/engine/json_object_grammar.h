@@ -83,7 +83,6 @@ class JsonTokenMask {
   // The ids that would leave `state` no prefix of an object, appended to `excluded`.
   void exclude(const JsonObjectGrammar& state, std::vector<int32_t>& excluded) const;
   const std::string& bytes(int32_t token) const { return bytes_[size_t(token)]; }
-  int64_t rows() const { return int64_t(bytes_.size()); }
 
  private:
   std::vector<std::string> bytes_;             // empty: never allowed

@@ -37,7 +37,7 @@ class Sampler {
   explicit Sampler(const SamplingParams& params);
   // The next token. `history`: the prompt (its first `prompt_size` tokens) and the tokens generated
   // so far, for the penalties; `excluded`: tokens that may not be drawn now (a request's stop tokens
-  // before its min_tokens). Ids beyond the row are ignored. Its log-probability, where a request
+  // before its min_tokens, JSON mode's masked tokens). Ids beyond the row are ignored. Its log-probability, where a request
   // wants it, is token_logprob's: under the model's distribution, before any rule.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> history, size_t prompt_size = 0,
                  std::span<const int32_t> excluded = {});

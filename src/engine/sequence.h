@@ -50,6 +50,9 @@ struct Sequence {
   int64_t generated() const { return int64_t(tokens.size()) - prompt_size(); }
   // Tokens whose K/V still have to be computed before the next token can be sampled.
   int64_t uncomputed() const { return int64_t(tokens.size()) - pages.num_tokens(); }
+  // Whether a stop may end it now: min_tokens new tokens are there (the next one drawn may be a
+  // stop token; a stop string may end in the text of the last one).
+  bool may_stop() const { return generated() >= request.stop.min_tokens; }
   // Whether a chunk from position `start` needs the logits of all its rows: it lies in the prompt
   // and the prompt is not all scored yet (prompt_logprobs requested).
   bool scores_prompt_from(int64_t start) const {
