@@ -13,6 +13,7 @@ void register_bench(CLI::App& app) {
   register_bench_decode_attention(*bench);
   register_bench_decode_step(*bench);
   register_bench_linear(*bench);
+  register_bench_prefill_attention(*bench);
 }
 
 }  // namespace oscar::cli

@@ -173,6 +173,28 @@ std::vector<int32_t> greedy(Backend& backend, const std::vector<int32_t>& prompt
   return generated;
 }
 
+// Every position's logits of `tokens` prefilled in chunks that end at `chunk_ends` (then the rest).
+std::vector<float> run_chunks(Backend& backend, const std::vector<int32_t>& tokens,
+                              const std::vector<int64_t>& chunk_ends) {
+  const KvCacheConfig& kv = backend.kv_config();
+  KvPagePools pools(backend.kv_capacity());
+  SequencePages pages;
+  StepLogits logits;
+  std::vector<float> rows;
+  int64_t begin = 0;
+  for (size_t c = 0; c <= chunk_ends.size(); ++c) {
+    const int64_t end = c < chunk_ends.size() ? chunk_ends[c] : int64_t(tokens.size());
+    const std::span<const int32_t> chunk(tokens.data() + begin, size_t(end - begin));
+    EXPECT_TRUE(pages.reserve(int64_t(chunk.size()), kv, pools));
+    const SequenceStep step{chunk, &pages, true};
+    backend.forward({&step, 1}, logits);
+    pages.commit(int64_t(chunk.size()), kv, pools);
+    rows.insert(rows.end(), logits.values.begin(), logits.values.end());
+    begin = end;
+  }
+  return rows;
+}
+
 bool gpu_present() { return cuda_available(); }
 
 class CudaMatchesCpu : public ::testing::TestWithParam<FormatCase> {
@@ -195,22 +217,31 @@ TEST_P(CudaMatchesCpu, PrefillAndDecodeLogits) {
   // Chunks of 200 rows take the LM head in three slices of unequal widths (2730, 2731, 2731 of the
   // vocabulary's 8192; cuda_backend.cpp, enqueue_logits), the whole sequence in four.
   const auto sliced = run_sequence(*gpu, tokens, {.chunk_tokens = 200, .all_logits = true});
+  // Chunk edges on the boundaries the decode rule moves (options_for: sink 16, window 48, pages of
+  // 32, the band 40): the sink's end, pages, the first token to leave the window (64 -> 65), the
+  // band's first move (104 -> 105), the band's end behind a page edge, and ends one past them.
+  const auto edges =
+      run_chunks(*gpu, tokens, {16, 17, 32, 64, 65, 96, 104, 105, 128, 160, 161, 256, 320, 640});
   const int64_t vocab = testbed().config.vocab_size;
   const double chunked_error = max_relative_difference(reference, chunked);
   const double decoded_error = max_relative_difference(reference, decoded);
   const double whole_error = max_relative_difference(reference, whole);
   const double sliced_error = max_relative_difference(reference, sliced);
-  std::printf("[ %s ] max relative logit error vs CPU: chunk 37 %.2e, decode %.2e, whole %.2e, chunk 200 %.2e; "
-              "argmax agreement %.4f / %.4f\n",
-              f.name, chunked_error, decoded_error, whole_error, sliced_error,
-              argmax_agreement(reference, chunked, vocab), argmax_agreement(reference, decoded, vocab));
+  const double edges_error = max_relative_difference(reference, edges);
+  std::printf(
+      "[ %s ] max relative logit error vs CPU: chunk 37 %.2e, decode %.2e, whole %.2e, chunk 200 "
+      "%.2e, "
+      "chunks ending on boundaries %.2e; argmax agreement %.4f / %.4f\n",
+      f.name, chunked_error, decoded_error, whole_error, sliced_error, edges_error,
+      argmax_agreement(reference, chunked, vocab), argmax_agreement(reference, decoded, vocab));
   EXPECT_LE(chunked_error, f.tolerance);
   EXPECT_LE(decoded_error, f.tolerance);
   EXPECT_LE(whole_error, f.tolerance);
   EXPECT_LE(sliced_error, f.tolerance);
+  EXPECT_LE(edges_error, f.tolerance);
   EXPECT_GE(argmax_agreement(reference, decoded, vocab), f.min_argmax_agreement());
   const double ppl_cpu = perplexity(reference, tokens, vocab);
-  for (const auto* run : {&chunked, &decoded, &whole, &sliced}) {
+  for (const auto* run : {&chunked, &decoded, &whole, &sliced, &edges}) {
     const double ppl_gpu = perplexity(*run, tokens, vocab);
     std::printf("[ %s ] perplexity cpu %.4f gpu %.4f\n", f.name, ppl_cpu, ppl_gpu);
     EXPECT_NEAR(ppl_gpu / ppl_cpu, 1.0, f.ppl_tolerance());

@@ -23,6 +23,11 @@ struct AttentionArgs {
   const StepCounts* counts = nullptr;          // device copy of the step's counts
   const DecodeItem* decode_items = nullptr;
   const BlockItem* block_items = nullptr;
+  // The tensor-core prefill kernel's bf16 view of the prefilling sequences' keys: for each logical
+  // page, the full-precision page in `full_pages` and the dequantized 2-bit and band pages in
+  // `scratch_pages` (laid out as full-precision pages; step_plan.h).
+  const PageIds* prefill_pages = nullptr;
+  const std::byte* scratch_pages = nullptr;
   const float* queries = nullptr;  // [rows][num_heads][head_dim], rotated like the stored keys
   float* partials = nullptr;
   int num_kv_heads = 0;

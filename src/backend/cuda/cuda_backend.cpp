@@ -23,6 +23,7 @@
 #include "backend/cuda/device_kv_pages.h"
 #include "backend/cuda/device_step.h"
 #include "backend/cuda/device_weights.h"
+#include "backend/cuda/float_block_attention.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kv_noise.h"
 #include "backend/cuda/layer_kernels.h"
@@ -105,6 +106,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> q8_scales_;
   DeviceBuffer<float> key_feedback_;    // [layers][kv_heads][D][D], empty without the keys' error feedback
   DeviceBuffer<float> value_feedback_;  // the same for the values'
+  // The dequantized 2-bit and band pages a prefill step reads (StepPlan::dequantize), bf16 pages of
+  // layout_, reused by every layer and grown to the largest step. Never in a captured graph.
+  DeviceBuffer<std::byte> prefill_scratch_;
   std::unique_ptr<Gemm> gemm_;
   StepPlan plan_;  // every step's plan, in storage kept from step to step (make_step_plan)
   DeviceStep step_;
@@ -121,7 +125,7 @@ class CudaBackend final : public Backend {
   StepGraphs graphs_;
   StepPlanShape plan_shape_;
   int decode_grid_ = 0;
-  int prefill_grid_ = 0;
+  int float_block_grid_ = 0;
 };
 
 CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& options,
@@ -151,8 +155,11 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
   plan_shape_.num_kv_heads = config_.num_kv_heads;
   plan_shape_.group = config_.group_size();
   plan_shape_.fast_decode = decode_attention_supports(layout_, int(config_.group_size()));
+  // KIVI's per-channel keys stay on the float kernel, which also takes the decode rows the decode
+  // kernel does not.
+  plan_shape_.tensor_core_prefill = plan_shape_.fast_decode && !layout_.keys_per_channel;
   decode_grid_ = decode_attention_resident_blocks(layout_);
-  prefill_grid_ = prefill_attention_resident_blocks();
+  float_block_grid_ = float_block_attention_resident_blocks();
   plan_shape_.resident_blocks = decode_grid_;
 }
 
@@ -183,6 +190,8 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
                               plan.partial_records * partial_record_floats(int(config_.group_size()), config_.head_dim));
   moved |= host_logits_.reserve(size_t(logit_rows * config_.vocab_size));  // a graph's copies write there
   if (moved) graphs_.clear();
+  const size_t scratch_bytes = size_t(plan.scratch_pages() * layout_.full_page_bytes);
+  if (scratch_bytes > prefill_scratch_.size()) prefill_scratch_.resize(scratch_bytes);
 
   LaunchSizes sizes;
   sizes.rows = rows;
@@ -348,9 +357,18 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
   args.score_scale = attention_score_scale(c.head_dim);
   args.q8_scales = q8_scales_.data();
   if (sizes.decode_items) launch_decode_attention(args, decode_grid_, stream_);
-  if (sizes.block_items > 0) {
+  if (sizes.block_items > 0 && plan_shape_.tensor_core_prefill) {
+    launch_kv_dequantize(layout_, args.quantized_pages, step_.dequantize(),
+                         int64_t(plan_.dequantize.size()), args.q8_scales, prefill_scratch_.data(),
+                         stream_);
+    launch_kv_dequantize(band_layout_, args.band_pages, step_.band_dequantize(),
+                         int64_t(plan_.band_dequantize.size()), args.q8_scales,
+                         prefill_scratch_.data(), stream_);
+    args.scratch_pages = prefill_scratch_.data();
+    launch_prefill_attention(args, sizes.block_items, stream_);
+  } else if (sizes.block_items > 0) {
     const int64_t units = sizes.block_items * c.num_kv_heads;
-    launch_prefill_attention(args, int(std::min<int64_t>(units, prefill_grid_)), stream_);
+    launch_float_block_attention(args, int(std::min<int64_t>(units, float_block_grid_)), stream_);
   }
   launch_attention_combine(step_.combine(), sizes.rows, sizes.max_splits, workspace_.partials.data(),
                            int(c.num_kv_heads), int(c.group_size()), int(c.head_dim), workspace_.attention.data(),

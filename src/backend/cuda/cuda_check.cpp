@@ -19,4 +19,8 @@ void check(cublasStatus_t status, const char* what) {
 
 void check_launch(const char* kernel_name) { check(cudaGetLastError(), kernel_name); }
 
+void require_launch(bool condition, const std::string& message) {
+  if (!condition) throw Error(message);
+}
+
 }  // namespace oscar::cuda

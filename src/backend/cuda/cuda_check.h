@@ -4,11 +4,15 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <string>
+
 namespace oscar::cuda {
 
 void check(cudaError_t status, const char* what);
 void check(cublasStatus_t status, const char* what);
 // After a kernel launch: the launch error (bad configuration, missing kernel image).
 void check_launch(const char* kernel_name);
+// A launcher's precondition, for .cu files (fmt's compile-time format checks do not build there).
+void require_launch(bool condition, const std::string& message);
 
 }  // namespace oscar::cuda

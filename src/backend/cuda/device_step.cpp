@@ -32,6 +32,10 @@ bool DeviceStep::upload(const StepPlan& plan, cudaStream_t stream) {
   moved |= reserve_grown(migrate_, plan.migrate.size());
   moved |= reserve_grown(band_migrate_, plan.band_migrate.size());
   moved |= reserve_grown(key_groups_, plan.key_groups.size());
+  // Read by prefill steps only, which are never captured: their moves leave the graphs valid.
+  reserve_grown(prefill_pages_, plan.prefill_pages.size());
+  reserve_grown(dequantize_, plan.dequantize.size());
+  reserve_grown(band_dequantize_, plan.band_dequantize.size());
   moved |= reserve_grown(logit_rows_, plan.logit_rows.size());
   moved |= reserve_grown(counts_, 1);
   const StepCounts counts = plan.counts();
@@ -44,12 +48,19 @@ bool DeviceStep::upload(const StepPlan& plan, cudaStream_t stream) {
       {plan.tokens.data(), plan.tokens.size() * sizeof(int32_t), tokens_.data()},
       {plan.rows.data(), plan.rows.size() * sizeof(QueryRow), rows_.data()},
       {plan.page_table.data(), plan.page_table.size() * sizeof(PageIds), page_table_.data()},
-      {plan.decode_items.data(), plan.decode_items.size() * sizeof(DecodeItem), decode_items_.data()},
+      {plan.decode_items.data(), plan.decode_items.size() * sizeof(DecodeItem),
+       decode_items_.data()},
       {plan.block_items.data(), plan.block_items.size() * sizeof(BlockItem), block_items_.data()},
       {plan.combine.data(), plan.combine.size() * sizeof(CombineTask), combine_.data()},
       {plan.migrate.data(), plan.migrate.size() * sizeof(MigrateTask), migrate_.data()},
-      {plan.band_migrate.data(), plan.band_migrate.size() * sizeof(MigrateTask), band_migrate_.data()},
+      {plan.band_migrate.data(), plan.band_migrate.size() * sizeof(MigrateTask),
+       band_migrate_.data()},
       {plan.key_groups.data(), plan.key_groups.size() * sizeof(KeyGroupTask), key_groups_.data()},
+      {plan.prefill_pages.data(), plan.prefill_pages.size() * sizeof(PageIds),
+       prefill_pages_.data()},
+      {plan.dequantize.data(), plan.dequantize.size() * sizeof(DequantizeTask), dequantize_.data()},
+      {plan.band_dequantize.data(), plan.band_dequantize.size() * sizeof(DequantizeTask),
+       band_dequantize_.data()},
       {plan.logit_rows.data(), plan.logit_rows.size() * sizeof(int32_t), logit_rows_.data()},
       {&counts, sizeof(StepCounts), counts_.data()},
   };

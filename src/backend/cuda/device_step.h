@@ -27,6 +27,9 @@ class DeviceStep {
   const MigrateTask* migrate() const { return migrate_.data(); }
   const MigrateTask* band_migrate() const { return band_migrate_.data(); }
   const KeyGroupTask* key_groups() const { return key_groups_.data(); }
+  const PageIds* prefill_pages() const { return prefill_pages_.data(); }
+  const DequantizeTask* dequantize() const { return dequantize_.data(); }
+  const DequantizeTask* band_dequantize() const { return band_dequantize_.data(); }
   const int32_t* logit_rows() const { return logit_rows_.data(); }
   const StepCounts* counts() const { return counts_.data(); }
   // The attention kernels' view of the step: its rows, page table, counts and work items.
@@ -36,6 +39,7 @@ class DeviceStep {
     args.counts = counts();
     args.decode_items = decode_items();
     args.block_items = block_items();
+    args.prefill_pages = prefill_pages();
   }
 
  private:
@@ -48,6 +52,9 @@ class DeviceStep {
   DeviceBuffer<MigrateTask> migrate_;
   DeviceBuffer<MigrateTask> band_migrate_;
   DeviceBuffer<KeyGroupTask> key_groups_;
+  DeviceBuffer<PageIds> prefill_pages_;
+  DeviceBuffer<DequantizeTask> dequantize_;
+  DeviceBuffer<DequantizeTask> band_dequantize_;
   DeviceBuffer<int32_t> logit_rows_;
   DeviceBuffer<StepCounts> counts_;
   PinnedBuffer<std::byte> staging_;

@@ -1,324 +1,364 @@
-// Flash-attention-style tiled attention (online softmax over key tiles, causal, GQA), float math.
-// Mirrors cpu_attention (backend/cpu/cpu_attention.cpp) for blocks of query rows: the query at
-// position t reads key j quantized iff sink <= j < quantized_end(t + 1) (from its band copy iff
-// also j >= band_begin(t + 1)), and in full precision iff j <= t and (j < sink or
-// j >= quantized_end(t + 1)), so a prefill chunk whose queries have different boundaries reads the
-// keys of the overlap regions in each format, each query its own.
+// Flash attention for prefill chunks on the tensor cores (wgmma, sm_90a): causal, GQA, bf16
+// operands, float32 accumulation and online softmax. One block per (block item, KV head): 128 query
+// rows (the item's tokens x the group's query heads, token-major), two warpgroups of 64 rows each,
+// against tiles of 128 keys that all 256 threads copy with cp.async into a two-stage ring while the
+// tensor cores work on the previous tile.
 //
-// One block per (block item, KV head), persistent over the step's items: 64 query rows (the
-// item's tokens x the group's query heads) against 32-key tiles that 256 threads dequantize into
-// shared memory as float (as CpuKvStore::read_full / read_quantized do), then scores (4 rows x
-// 2 keys a thread), the online softmax (4 threads a row) and the weighted values (4 rows x 8
-// channels a thread). Each key tile is visited once per format it is read in.
+// The decode rule (kvcache/kv_cache_config.h, as cpu_attention and the float kernel apply it): the
+// query at position t reads key j from its 2-bit copy iff sink <= j < band_begin(t + 1), from its
+// band copy iff band_begin(t + 1) <= j < quantized_end(t + 1), and in full precision iff j <= t and
+// (j < sink or j >= quantized_end(t + 1)). A tile is visited once per format some row reads from it
+// (a "job"); the 2-bit and band keys come from their bf16 copies (kv_dequantize.cu), so every job
+// reads bf16 pages. Scores are masked per element only where some (row, key) pair of the job is not
+// read in its format; elsewhere the whole tile is read.
 #include "backend/cuda/prefill_attention.h"
 
 #include <cuda_bf16.h>
 
+#include <string>
+
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_codec.cuh"
 #include "backend/cuda/warp_primitives.cuh"
+#include "backend/cuda/wgmma.cuh"
 
 namespace oscar::cuda {
 namespace {
 
 constexpr int kHeadDim = 128;
-constexpr int kRows = 64;
-constexpr int kKeys = 32;
+constexpr int kRows = static_cast<int>(kTensorCoreBlockRows);
+constexpr int kKeys = 128;
 constexpr int kThreads = 256;
-constexpr int kKeyStride = kHeadDim + 4;  // padding spreads the lanes' float4 reads over the banks
-constexpr int kWeightStride = kKeys + 1;
+constexpr int kStages = 2;
+constexpr int kHalfRowBytes = 128;                    // 64 bf16 channels
+constexpr int kKeyHalfBytes = kKeys * kHalfRowBytes;  // one 64-channel half of a key tile
+constexpr int kTileBytes = 2 * kKeyHalfBytes;         // a tile of keys (or values)
+constexpr int kQueryHalfBytes = 64 * kHalfRowBytes;   // one half of a warpgroup's 64 query rows
+constexpr int kQueryBytes = kRows * kHeadDim * 2;
+constexpr int kKeysOffset = kQueryBytes;
+constexpr int kValuesOffset = kKeysOffset + kStages * kTileBytes;
+constexpr int kSharedBytes = kValuesOffset + kStages * kTileBytes;
+constexpr int kSharedAlignment = 1024;  // the swizzle atoms' alignment
 
-struct Shared {
-  float query[kRows][kHeadDim];  // scaled by log2(e) / sqrt(D)
-  float keys[kKeys][kKeyStride];
-  float values[kKeys][kKeyStride];
-  float weights[kRows][kWeightStride];
-  float max[kRows];
-  float sum[kRows];
-  float correction[kRows];
-  int position[kRows];       // -1 for rows past the item's tokens
-  int quantized_end[kRows];
-  int band_begin[kRows];
+static_assert(kRows == 2 * 64, "two warpgroups of 64 query rows");
+
+// The key positions a block item reads in each format: the union over its rows (their boundaries
+// grow with their positions, so the first and last rows bound every row's ranges).
+struct ItemBounds {
+  int key_begin, key_end;
+  int sink;
+  int first_position, last_position;
+  int first_quantized_end, last_quantized_end;
+  int first_band_begin, last_band_begin;
+  bool has_quantized, has_band;
 };
 
-__device__ __forceinline__ void load_bf16x16(const std::byte* source, float* out) {
-  const uint4* words = reinterpret_cast<const uint4*>(source);
-#pragma unroll
-  for (int w = 0; w < 2; ++w) {
-    const uint4 v = words[w];
-    const uint32_t parts[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out[8 * w + 2 * i] = __uint_as_float(parts[i] << 16);
-      out[8 * w + 2 * i + 1] = __uint_as_float(parts[i] & 0xffff0000u);
+struct Job {
+  int tile;  // first key position; >= key_end: no more jobs
+  KeyPages pages;
+};
+
+__device__ __forceinline__ bool job_needed(const ItemBounds& b, int tile, KeyPages pages) {
+  switch (pages) {
+    case KeyPages::quantized:
+      return b.has_quantized && tile + kKeys > b.sink && tile < b.last_band_begin;
+    case KeyPages::band:
+      return b.has_band && tile + kKeys > b.sink && tile + kKeys > b.first_band_begin &&
+             tile < b.last_quantized_end;
+    default:
+      return tile < b.sink || (tile + kKeys > b.first_quantized_end && tile <= b.last_position);
+  }
+}
+
+// The job after `job` (tiles in order, each tile's formats in KeyPages order).
+__device__ __forceinline__ Job next_job(const ItemBounds& b, Job job) {
+  int tile = job.tile, pages = int(job.pages);
+  while (true) {
+    if (++pages > int(KeyPages::band)) {
+      pages = 0;
+      tile += kKeys;
     }
+    if (tile >= b.key_end || job_needed(b, tile, KeyPages(pages))) return {tile, KeyPages(pages)};
   }
 }
 
-// Sixteen channels [first, first + 16) of one token of one KV head, dequantized like
-// CpuKvStore::read_quantized: x = code * scale + zero.
-__device__ void load_quantized_x16(const PageLayout& layout, const float* q8_scales, const std::byte* page,
-                                   int kv_head, int slot, int first, float* keys, float* values) {
-  const int bits = layout.bits;
-  const auto* key_codes = reinterpret_cast<const uint8_t*>(page + layout.key_codes(kv_head, slot));
-  const auto* value_codes = reinterpret_cast<const uint8_t*>(page + layout.value_codes(kv_head, slot));
-  const int group = first / int(layout.group_size);
-  const DeviceParams value_params = load_params(
-      reinterpret_cast<const uint8_t*>(page + layout.value_params(kv_head, slot, group)),
-      layout.param_format, q8_scales);
-  DeviceParams key_params{};
-  if (!layout.keys_per_channel) {
-    key_params = load_params(reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, group)),
-                             layout.param_format, q8_scales);
-  }
-#pragma unroll 4
-  for (int i = 0; i < 16; ++i) {
-    const int ch = first + i;
-    values[i] = float(code_at(value_codes, ch, bits)) * value_params.scale + value_params.zero;
-    if (layout.keys_per_channel) {
-      key_params = load_params(reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, ch)),
-                               layout.param_format, q8_scales);
-    }
-    keys[i] = float(code_at(key_codes, ch, bits)) * key_params.scale + key_params.zero;
+__device__ __forceinline__ Job first_job(const ItemBounds& b) {
+  const int tile = b.key_begin / kKeys * kKeys;
+  if (job_needed(b, tile, KeyPages::full)) return {tile, KeyPages::full};
+  return next_job(b, {tile, KeyPages::full});
+}
+
+// Whether every row of the item reads every key of the job's tile in the job's format.
+__device__ __forceinline__ bool job_is_whole(const ItemBounds& b, Job job) {
+  const int first = job.tile, last = job.tile + kKeys - 1;
+  if (first < b.key_begin || last >= b.key_end) return false;
+  switch (job.pages) {
+    case KeyPages::quantized:
+      return first >= b.sink && last < b.first_band_begin;
+    case KeyPages::band:
+      return first >= b.sink && first >= b.last_band_begin && last < b.first_quantized_end;
+    default:
+      return last <= b.first_position && (last < b.sink || first >= b.last_quantized_end);
   }
 }
 
-__device__ void load_tile(const AttentionArgs& a, Shared& s, const BlockItem& item, int page_table,
-                          int kv_head, int tile, KeyPages kind) {
-  const PageLayout& layout = a.layout;
-  const int key = threadIdx.x / 8, first = (threadIdx.x % 8) * 16;
-  const int position = tile + key;
-  float k[16], v[16];
-#pragma unroll
-  for (int i = 0; i < 16; ++i) k[i] = v[i] = 0.0f;
-  if (position >= item.key_begin && position < item.key_end) {
-    const PageIds ids = a.page_table[page_table + position / layout.page_size_tokens];
-    const int slot = position % layout.page_size_tokens;
-    if (kind == KeyPages::full && ids.full >= 0) {
-      const std::byte* page = a.full_pages + int64_t(ids.full) * layout.full_page_bytes;
-      load_bf16x16(page + layout.full_key_offset(kv_head, slot) + first * 2, k);
-      load_bf16x16(page + layout.full_value_offset(kv_head, slot) + first * 2, v);
-    } else if (kind == KeyPages::quantized && ids.quantized >= 0) {
-      const std::byte* page = a.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
-      load_quantized_x16(layout, a.q8_scales, page, kv_head, slot, first, k, v);
-    } else if (kind == KeyPages::band && ids.band >= 0) {
-      const std::byte* page = a.band_pages + int64_t(ids.band) * a.band_layout.quantized_page_bytes;
-      load_quantized_x16(a.band_layout, a.q8_scales, page, kv_head, slot, first, k, v);
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < 16; i += 4) {
-    *reinterpret_cast<float4*>(&s.keys[key][first + i]) = make_float4(k[i], k[i + 1], k[i + 2], k[i + 3]);
-    *reinterpret_cast<float4*>(&s.values[key][first + i]) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
-  }
+// The decode rule for one (row, key) pair in one format.
+__device__ __forceinline__ bool reads(int key, int position, int quantized_end, int band_begin,
+                                      int sink, KeyPages pages) {
+  if (key > position) return false;
+  const bool quantized = key >= sink && key < quantized_end;
+  if (pages == KeyPages::full) return !quantized;
+  return quantized && (key >= band_begin) == (pages == KeyPages::band);
 }
 
-// The decode rule for one (query row, key) pair in one format.
-__device__ __forceinline__ bool reads(int key_position, int row_position, int quantized_end, int band_begin, int sink,
-                                      KeyPages kind) {
-  if (key_position > row_position) return false;
-  const bool quantized = key_position >= sink && key_position < quantized_end;
-  if (kind == KeyPages::full) return !quantized;
-  return quantized && (key_position >= band_begin) == (kind == KeyPages::band);
+// A row of the block as the masks need it (position -1: a padding row, never written).
+struct RowBounds {
+  int position, quantized_end, band_begin;
+};
+
+__device__ __forceinline__ RowBounds row_bounds(const AttentionArgs& a, const BlockItem& item,
+                                                int row) {
+  const int token = row / a.group;
+  if (row >= a.group * (kRows / a.group) || token >= item.row_count) return {-1, 0, 0};
+  const QueryRow q = a.rows[item.first_row + token];
+  return {q.position, q.quantized_end, q.band_begin};
 }
 
-__device__ void score_tile(const AttentionArgs& a, Shared& s, const BlockItem& item, int tile, KeyPages kind) {
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  float dot[4][2] = {};
-  for (int c = 0; c < kHeadDim; c += 4) {
-    const float4 k0 = *reinterpret_cast<const float4*>(&s.keys[tx][c]);
-    const float4 k1 = *reinterpret_cast<const float4*>(&s.keys[tx + 16][c]);
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float4 q = *reinterpret_cast<const float4*>(&s.query[4 * ty + r][c]);
-      dot[r][0] += q.x * k0.x + q.y * k0.y + q.z * k0.z + q.w * k0.w;
-      dot[r][1] += q.x * k1.x + q.y * k1.y + q.z * k1.z + q.w * k1.w;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int row = 4 * ty + r;
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      const int key = tx + 16 * b, position = tile + key;
-      const bool in_range = position >= item.key_begin && position < item.key_end;
-      const bool ok = in_range && reads(position, s.position[row], s.quantized_end[row], s.band_begin[row],
-                                        int(a.sink_tokens), kind);
-      s.weights[row][key] = ok ? dot[r][b] : -INFINITY;
-    }
-  }
-}
-
-// Four threads per row: the row's new max, its weights 2^(score - max) and the rescale factor.
-__device__ void softmax_tile(Shared& s) {
-  const int row = threadIdx.x / 4, part = threadIdx.x % 4;
-  float* w = &s.weights[row][part * 8];
-  float tile_max = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) tile_max = fmaxf(tile_max, w[i]);
-  tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-  tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-  const float old_max = s.max[row];
-  const float new_max = fmaxf(old_max, tile_max);
-  const bool nothing_yet = new_max == -INFINITY;  // no key of this row so far
-  const float correction = nothing_yet ? 1.0f : fast_exp2(old_max - new_max);
-  float total = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    w[i] = nothing_yet ? 0.0f : fast_exp2(w[i] - new_max);
-    total += w[i];
-  }
-  total += __shfl_xor_sync(0xffffffffu, total, 1);
-  total += __shfl_xor_sync(0xffffffffu, total, 2);
-  __syncwarp();
-  if (part == 0) {
-    s.sum[row] = s.sum[row] * correction + total;
-    s.max[row] = new_max;
-    s.correction[row] = correction;
-  }
-}
-
-__device__ void accumulate_tile(Shared& s, float (&acc)[4][8]) {
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const float c = s.correction[4 * ty + r];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[r][i] *= c;
-  }
-  for (int key = 0; key < kKeys; ++key) {
-    const float4 v0 = *reinterpret_cast<const float4*>(&s.values[key][4 * tx]);
-    const float4 v1 = *reinterpret_cast<const float4*>(&s.values[key][64 + 4 * tx]);
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const float p = s.weights[4 * ty + r][key];
-      acc[r][0] += p * v0.x;
-      acc[r][1] += p * v0.y;
-      acc[r][2] += p * v0.z;
-      acc[r][3] += p * v0.w;
-      acc[r][4] += p * v1.x;
-      acc[r][5] += p * v1.y;
-      acc[r][6] += p * v1.z;
-      acc[r][7] += p * v1.w;
-    }
-  }
-}
-
-__device__ void load_queries(const AttentionArgs& a, Shared& s, const BlockItem& item, int kv_head) {
-  const int group = a.group;
-  for (int i = threadIdx.x; i < kRows * kHeadDim / 4; i += kThreads) {
-    const int row = i / (kHeadDim / 4), c4 = i % (kHeadDim / 4);
-    const int token = row / group, head = row % group;
+// The block's queries, scaled into log2 units, as bf16 in the two warpgroups' swizzled tiles.
+__device__ void load_queries(const AttentionArgs& a, const BlockItem& item, int kv_head,
+                             std::byte* shared) {
+  constexpr int kVectorsPerRow = kHeadDim / 4;
+  const int rows_used = a.group * (kRows / a.group);
+  for (int i = threadIdx.x; i < kRows * kVectorsPerRow; i += kThreads) {
+    const int row = i / kVectorsPerRow, vector = i % kVectorsPerRow;
+    const int token = row / a.group, head = row % a.group;
     float4 q = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (token < item.row_count && row < group * (kRows / group)) {
-      const int64_t offset =
-          (int64_t(item.first_row + token) * a.num_kv_heads * group + int64_t(kv_head) * group + head) * kHeadDim;
-      q = reinterpret_cast<const float4*>(a.queries + offset)[c4];
-      q.x *= a.score_scale;
-      q.y *= a.score_scale;
-      q.z *= a.score_scale;
-      q.w *= a.score_scale;
+    if (row < rows_used && token < item.row_count) {
+      const int64_t offset = (int64_t(item.first_row + token) * a.num_kv_heads * a.group +
+                              int64_t(kv_head) * a.group + head) *
+                             kHeadDim;
+      q = reinterpret_cast<const float4*>(a.queries + offset)[vector];
     }
-    *reinterpret_cast<float4*>(&s.query[row][4 * c4]) = q;
-  }
-  if (threadIdx.x < kRows) {
-    const int token = threadIdx.x / group;
-    const bool valid = token < item.row_count && int(threadIdx.x) < group * (kRows / group);
-    const QueryRow row = a.rows[item.first_row + (valid ? token : 0)];
-    s.position[threadIdx.x] = valid ? row.position : -1;
-    s.quantized_end[threadIdx.x] = row.quantized_end;
-    s.band_begin[threadIdx.x] = row.band_begin;
-    s.max[threadIdx.x] = -INFINITY;
-    s.sum[threadIdx.x] = 0.0f;
+    const int half = vector / 16, chunk = (vector % 16) / 2;
+    const uint32_t offset = uint32_t((row / 64) * 2 * kQueryHalfBytes + half * kQueryHalfBytes) +
+                            wgmma::swizzled_chunk(row % 64, chunk) + uint32_t(vector % 2) * 8;
+    const float s = a.score_scale;
+    *reinterpret_cast<uint2*>(shared + offset) =
+        make_uint2(pack_bf16x2(q.x * s, q.y * s), pack_bf16x2(q.z * s, q.w * s));
   }
 }
 
-__device__ void write_partials(const AttentionArgs& a, const Shared& s, const BlockItem& item, int kv_head,
-                               const float (&acc)[4][8]) {
-  const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
-  const int group = a.group;
-#pragma unroll
-  for (int r = 0; r < 4; ++r) {
-    const int row = 4 * ty + r;
-    if (s.position[row] < 0) continue;
-    const int token = row / group, head = row % group;
-    float* record = a.partials + int64_t(item.partial + token * a.num_kv_heads + kv_head) *
-                                     partial_record_floats(group, kHeadDim);
-    float* out = record + 2 * group + head * kHeadDim;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out[4 * tx + i] = acc[r][i];
-      out[64 + 4 * tx + i] = acc[r][4 + i];
-    }
-    if (tx == 0) {
-      record[head] = s.max[row];
-      record[group + head] = s.sum[row];
-    }
-  }
-}
-
-__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(const AttentionArgs args) {
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
-  Shared& s = *reinterpret_cast<Shared*>(shared_bytes);
-  const int work_units = args.counts->block_items * args.num_kv_heads;
-  const bool has_quantized = args.layout.bits > 0 && args.quantized_pages != nullptr;
-  const bool has_band = args.band_pages != nullptr;
-  const int sink = int(args.sink_tokens);
-  for (int work = blockIdx.x; work < work_units; work += gridDim.x) {
-    const BlockItem item = args.block_items[work / args.num_kv_heads];
-    const int kv_head = work % args.num_kv_heads;
-    __syncthreads();  // the previous item's partials are written
-    load_queries(args, s, item, kv_head);
-    float acc[4][8] = {};
-    __syncthreads();
-    const QueryRow first = args.rows[item.first_row];
-    const QueryRow last = args.rows[item.first_row + item.row_count - 1];
-    for (int tile = item.key_begin & ~(kKeys - 1); tile < item.key_end; tile += kKeys) {
-      // The rows' boundaries grow with their positions: the union of the rows' ranges of a kind
-      // runs from the first row's start to the last row's end.
-      const bool need_quantized = has_quantized && tile + kKeys > sink && tile < last.band_begin;
-      const bool need_band = has_band && tile + kKeys > first.band_begin && tile < last.quantized_end;
-      const bool need_full = tile < sink || (tile + kKeys > first.quantized_end && tile <= last.position);
-      for (const KeyPages kind : {KeyPages::quantized, KeyPages::band, KeyPages::full}) {
-        const bool needed = kind == KeyPages::quantized ? need_quantized : kind == KeyPages::band ? need_band : need_full;
-        if (!needed) continue;
-        load_tile(args, s, item, first.page_table, kv_head, tile, kind);
-        __syncthreads();
-        score_tile(args, s, item, tile, kind);
-        __syncthreads();
-        softmax_tile(s);
-        __syncthreads();
-        accumulate_tile(s, acc);
-        __syncthreads();
+// Starts the copies of a job's keys and values into stage `stage`: 16-byte chunks in order, a warp
+// reading two whole 256-byte rows at a time; keys outside the item's range or without a page in the
+// job's format are filled with zeros (their weights are zero, and 0 * a stale value could be NaN).
+__device__ void load_tile(const AttentionArgs& a, const BlockItem& item, const ItemBounds& b,
+                          int kv_head, Job job, uint32_t keys_shared, uint32_t values_shared) {
+  constexpr int kChunksPerRow = kHeadDim * 2 / 16;
+  const PageLayout& layout = a.layout;
+  const std::byte* arena = job.pages == KeyPages::full ? a.full_pages : a.scratch_pages;
+#pragma unroll 2
+  for (int i = threadIdx.x; i < kKeys * kChunksPerRow; i += kThreads) {
+    const int key = i / kChunksPerRow, chunk = i % kChunksPerRow;
+    const int position = job.tile + key;
+    const std::byte* key_source = a.full_pages;
+    const std::byte* value_source = a.full_pages;
+    int bytes = 0;
+    if (position >= b.key_begin && position < b.key_end) {
+      const PageIds ids = a.prefill_pages[item.prefill_table + position / layout.page_size_tokens];
+      const int id = job.pages == KeyPages::full        ? ids.full
+                     : job.pages == KeyPages::quantized ? ids.quantized
+                                                        : ids.band;
+      if (id >= 0) {
+        const int slot = position % layout.page_size_tokens;
+        const std::byte* page = arena + int64_t(id) * layout.full_page_bytes + chunk * 16;
+        key_source = page + layout.full_key_offset(kv_head, slot);
+        value_source = page + layout.full_value_offset(kv_head, slot);
+        bytes = 16;
       }
     }
-    write_partials(args, s, item, kv_head, acc);
+    const uint32_t offset =
+        uint32_t((chunk / 8) * kKeyHalfBytes) + wgmma::swizzled_chunk(key, chunk % 8);
+    cp_async_16_or_zeros(keys_shared + offset, key_source, bytes);
+    cp_async_16_or_zeros(values_shared + offset, value_source, bytes);
   }
 }
 
-constexpr int kSharedBytes = int(sizeof(Shared));
+// S = Q K^T for the warpgroup's 64 rows and the stage's 128 keys.
+__device__ __forceinline__ void score_tile(float (&s)[64], uint32_t queries, uint32_t keys) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) s[i] = 0.0f;
+  wgmma::fence_operands(s);
+  wgmma::fence();
+#pragma unroll
+  for (int k = 0; k < kHeadDim / 16; ++k) {
+    const uint32_t step = uint32_t((k / 4) * kQueryHalfBytes + (k % 4) * 32);
+    const uint32_t key_step = uint32_t((k / 4) * kKeyHalfBytes + (k % 4) * 32);
+    wgmma::mma_m64n128k16_ss(s, wgmma::descriptor(queries + step, 16, 1024),
+                             wgmma::descriptor(keys + key_step, 16, 1024), k > 0);
+  }
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operands(s);
+}
 
-void prepare() {
-  check(cudaFuncSetAttribute(prefill_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
-        "cudaFuncSetAttribute(prefill_attention)");
+// O += P V with P from registers (the scores' fragments, packed to bf16).
+__device__ __forceinline__ void accumulate_tile(float (&o)[64], const float (&p)[64],
+                                                uint32_t values) {
+  uint32_t a[8][4];
+#pragma unroll
+  for (int k = 0; k < kKeys / 16; ++k) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[k][r] = pack_bf16x2(p[8 * k + 2 * r], p[8 * k + 2 * r + 1]);
+  }
+  wgmma::fence_operands(o);
+  wgmma::fence();
+#pragma unroll
+  for (int k = 0; k < kKeys / 16; ++k) {
+    wgmma::mma_m64n128k16_rs_mn(
+        o, a[k], wgmma::descriptor(values + uint32_t(k * 16 * kHalfRowBytes), kKeyHalfBytes, 1024));
+  }
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operands(o);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const AttentionArgs args) {
+  extern __shared__ unsigned char shared_raw[];
+  std::byte* shared = reinterpret_cast<std::byte*>(
+      shared_raw +
+      ((kSharedAlignment - (shared_address(shared_raw) % kSharedAlignment)) % kSharedAlignment));
+  const uint32_t shared_base = shared_address(shared);
+  const BlockItem item = args.block_items[blockIdx.x / args.num_kv_heads];
+  const int kv_head = int(blockIdx.x % args.num_kv_heads);
+  const QueryRow first = args.rows[item.first_row];
+  const QueryRow last = args.rows[item.first_row + item.row_count - 1];
+  const ItemBounds bounds{item.key_begin,
+                          item.key_end,
+                          int(args.sink_tokens),
+                          first.position,
+                          last.position,
+                          first.quantized_end,
+                          last.quantized_end,
+                          first.band_begin,
+                          last.band_begin,
+                          args.layout.bits > 0 && args.scratch_pages != nullptr,
+                          args.band_pages != nullptr && args.scratch_pages != nullptr};
+
+  const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int quad = lane % 4;
+  // This thread's two rows: g and g + 8 of its warp's 16.
+  const int row0 = warpgroup * 64 + warp * 16 + lane / 4;
+  const RowBounds rows[2] = {row_bounds(args, item, row0), row_bounds(args, item, row0 + 8)};
+  const uint32_t queries = shared_base + uint32_t(warpgroup * 2 * kQueryHalfBytes);
+
+  load_queries(args, item, kv_head, shared);
+  Job job = first_job(bounds);
+  if (job.tile < bounds.key_end) {
+    load_tile(args, item, bounds, kv_head, job, shared_base + kKeysOffset,
+              shared_base + kValuesOffset);
+  }
+  cp_async_commit();
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
+  for (int stage = 0; job.tile < bounds.key_end; stage ^= 1) {
+    const Job next = next_job(bounds, job);
+    if (next.tile < bounds.key_end) {
+      load_tile(args, item, bounds, kv_head, next,
+                shared_base + kKeysOffset + uint32_t((stage ^ 1) * kTileBytes),
+                shared_base + kValuesOffset + uint32_t((stage ^ 1) * kTileBytes));
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // this job's copies are done
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+
+    float s[64];
+    score_tile(s, queries, shared_base + kKeysOffset + uint32_t(stage * kTileBytes));
+    if (!job_is_whole(bounds, job)) {
+#pragma unroll
+      for (int b = 0; b < 16; ++b) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const RowBounds& r = rows[e / 2];
+          const int key = job.tile + 8 * b + 2 * quad + e % 2;
+          const bool read =
+              key >= bounds.key_begin && key < bounds.key_end &&
+              reads(key, r.position, r.quantized_end, r.band_begin, bounds.sink, job.pages);
+          if (!read) s[4 * b + e] = -INFINITY;
+        }
+      }
+    }
+    // Online softmax in log2 units; the four lanes of a quad share a row.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int b = 0; b < 16; ++b)
+        tile_max = fmaxf(tile_max, fmaxf(s[4 * b + 2 * r], s[4 * b + 2 * r + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      const float new_max = fmaxf(row_max[r], tile_max);
+      const float base = new_max == -INFINITY ? 0.0f : new_max;  // no key of this row so far
+      const float correction = fast_exp2(row_max[r] - base);
+      row_max[r] = new_max;
+      float total = 0.0f;
+#pragma unroll
+      for (int b = 0; b < 16; ++b) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& x = s[4 * b + 2 * r + e];
+          x = fast_exp2(x - base);
+          total += x;
+          o[4 * b + 2 * r + e] *= correction;
+        }
+      }
+      row_sum[r] = row_sum[r] * correction + total;
+    }
+    accumulate_tile(o, s, shared_base + kValuesOffset + uint32_t(stage * kTileBytes));
+    __syncthreads();  // the stage is read before the next-but-one job's copies land in it
+    job = next;
+  }
+
+  // Partial records: max (log2 units), sum and the unnormalised output of each row.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
+    row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
+    if (rows[r].position < 0) continue;
+    const int row = row0 + 8 * r;
+    const int token = row / args.group, head = row % args.group;
+    float* record = args.partials + int64_t(item.partial + token * args.num_kv_heads + kv_head) *
+                                        partial_record_floats(args.group, kHeadDim);
+    float* out = record + 2 * args.group + head * kHeadDim;
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+      *reinterpret_cast<float2*>(out + 8 * b + 2 * quad) =
+          make_float2(o[4 * b + 2 * r], o[4 * b + 2 * r + 1]);
+    }
+    if (quad == 0) {
+      record[head] = row_max[r];
+      record[args.group + head] = row_sum[r];
+    }
+  }
 }
 
 }  // namespace
 
-int prefill_attention_resident_blocks() {
-  prepare();
-  int device = 0, multiprocessors = 0, per_multiprocessor = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, prefill_attention_kernel, kThreads,
-                                                      kSharedBytes),
-        "cudaOccupancyMaxActiveBlocksPerMultiprocessor(prefill_attention)");
-  return multiprocessors * per_multiprocessor;
-}
-
-void launch_prefill_attention(const AttentionArgs& args, int grid_blocks, cudaStream_t stream) {
-  prepare();
-  prefill_attention_kernel<<<grid_blocks, kThreads, kSharedBytes, stream>>>(args);
+void launch_prefill_attention(const AttentionArgs& args, int64_t block_items, cudaStream_t stream) {
+  if (block_items == 0) return;
+  const int64_t blocks = block_items * args.num_kv_heads;
+  require_launch(
+      blocks <= INT32_MAX && args.layout.head_dim == kHeadDim && args.group >= 1 && args.group <= 8,
+      "prefill attention: " + std::to_string(blocks) + " blocks, head_dim " +
+          std::to_string(args.layout.head_dim) + ", " + std::to_string(args.group) +
+          " query heads per KV head (supported: head_dim 128, 1-8 query heads per KV head)");
+  constexpr int kDynamicBytes = kSharedBytes + kSharedAlignment;
+  check(cudaFuncSetAttribute(prefill_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             kDynamicBytes),
+        "cudaFuncSetAttribute(prefill_attention)");
+  prefill_attention_kernel<<<int(blocks), kThreads, kDynamicBytes, stream>>>(args);
   check_launch("prefill_attention_kernel");
 }
 

@@ -1,17 +1,23 @@
 #pragma once
-// Tiled causal GQA attention for blocks of query rows (prefill_attention.cu): prefill chunks over a
-// bf16 and a quantized prefix (chunked prefill, prefix-cache hits) and, split over key ranges, the
-// decode rows of formats the decode kernel does not cover (KIVI keys). Float math on every format.
+// Causal GQA attention of prefill chunks on the tensor cores (prefill_attention.cu), and the
+// dequantization of the quantized pages they read into bf16 scratch pages (kv_dequantize.cu).
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "backend/cuda/attention_args.h"
 
 namespace oscar::cuda {
 
-// Processes args.counts->block_items x num_kv_heads work units with `grid_blocks` blocks.
-void launch_prefill_attention(const AttentionArgs& args, int grid_blocks, cudaStream_t stream);
+// One block per (block item, KV head): `block_items` items, each reading its keys from
+// args.prefill_pages (full precision from args.full_pages, 2-bit and band keys from their bf16
+// copies in args.scratch_pages) under the decode rule, writing its rows' partial records.
+void launch_prefill_attention(const AttentionArgs& args, int64_t block_items, cudaStream_t stream);
 
-// Blocks of the persistent kernel that fit on the device at once.
-int prefill_attention_resident_blocks();
+// The tasks' quantized pages (in `layout`, from `quantized_pages`) into bf16 scratch pages laid out
+// as `layout`'s full-precision pages, every KV head: the tasks' slots dequantized, the others zero.
+void launch_kv_dequantize(const PageLayout& layout, const std::byte* quantized_pages,
+                          const DequantizeTask* tasks, int64_t task_count, const float* q8_scales,
+                          std::byte* scratch_pages, cudaStream_t stream);
 
 }  // namespace oscar::cuda

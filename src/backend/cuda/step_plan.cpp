@@ -68,6 +68,42 @@ int32_t narrow(int64_t value) {
   return int32_t(value);
 }
 
+// The tensor-core prefill kernel's view of a prefilling sequence whose step rows run from `first`
+// to `last`: its pages in StepPlan::prefill_pages, each quantized page some row reads given a
+// scratch page and a task that dequantizes the slots read: 2-bit keys [sink, band_begin(last + 1)),
+// band keys [band_begin(first + 1), quantized_end(last + 1)) (the rows' ranges grow with t).
+// Returns the sequence's index in prefill_pages.
+int64_t add_prefill_pages(const SequenceStep& step, const QueryRow& first, const QueryRow& last,
+                          const KvCacheConfig& kv, StepPlan& plan) {
+  const int64_t table = int64_t(plan.prefill_pages.size());
+  const int64_t page_size = kv.page_size_tokens;
+  auto add_task = [&](int32_t source, int64_t page, int64_t begin, int64_t end,
+                      std::vector<DequantizeTask>& tasks) {
+    begin = std::max(begin, page * page_size);
+    end = std::min(end, (page + 1) * page_size);
+    if (source < 0 || begin >= end) return -1;
+    const int32_t scratch = narrow(plan.scratch_pages());
+    tasks.push_back(
+        {source, scratch, narrow(begin - page * page_size), narrow(end - page * page_size)});
+    return int(scratch);
+  };
+  const std::vector<LogicalPage>& pages = step.kv->pages();
+  for (int64_t p = 0; p < int64_t(pages.size()); ++p) {
+    PageIds ids{pages[size_t(p)].full, -1, -1};
+    if (kv.quantized()) {
+      ids.quantized =
+          add_task(pages[size_t(p)].quantized, p, kv.sink_tokens, last.band_begin, plan.dequantize);
+    }
+    if (kv.has_band()) {
+      ids.band =
+          add_task(pages[size_t(p)].band, p, std::max<int64_t>(kv.sink_tokens, first.band_begin),
+                   last.quantized_end, plan.band_dequantize);
+    }
+    plan.prefill_pages.push_back(ids);
+  }
+  return table;
+}
+
 }  // namespace
 
 StepCounts StepPlan::counts() const {
@@ -85,6 +121,9 @@ void StepPlan::clear() {
   migrate.clear();
   band_migrate.clear();
   key_groups.clear();
+  prefill_pages.clear();
+  dequantize.clear();
+  band_dequantize.clear();
   logit_rows.clear();
   partial_records = 0;
   decode_split_tokens = 0;
@@ -157,7 +196,8 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
                     StepPlan& plan) {
   plan.clear();
   const int64_t heads = shape.num_kv_heads;
-  const int64_t block_tokens = std::max<int64_t>(1, kBlockQueryRows / shape.group);
+  const int64_t block_rows = shape.tensor_core_prefill ? kTensorCoreBlockRows : kBlockQueryRows;
+  const int64_t block_tokens = std::max<int64_t>(1, block_rows / shape.group);
   plan.decode_only = !steps.empty();
   std::vector<int64_t> decode_rows;  // key positions of each single-token row
   for (const SequenceStep& step : steps) {
@@ -213,18 +253,23 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
         }
       } else {
         for_each_split(0, int64_t(row.position) + 1, 0, split, 0, [&](int64_t b, int64_t e) {
-          plan.block_items.push_back({narrow(first_row), 1, narrow(b), narrow(e), narrow(base + splits * heads)});
+          plan.block_items.push_back(
+              {narrow(first_row), 1, narrow(b), narrow(e), narrow(base + splits * heads), -1});
           ++splits;
         });
       }
       plan.combine.push_back({narrow(base), narrow(splits), narrow(heads)});
       plan.partial_records += splits * heads;
     } else {
+      const int64_t prefill_table =
+          shape.tensor_core_prefill
+              ? add_prefill_pages(step, plan.rows[size_t(first_row)], plan.rows.back(), kv, plan)
+              : -1;
       for (int64_t j = 0; j < count; j += block_tokens) {
         const int64_t n = std::min(block_tokens, count - j);
         const int64_t base = plan.partial_records;
         plan.block_items.push_back({narrow(first_row + j), narrow(n), 0, narrow(cached + j + n),
-                                    narrow(base)});
+                                    narrow(base), int32_t(prefill_table)});
         for (int64_t r = 0; r < n; ++r) plan.combine.push_back({narrow(base + r * heads), 1, narrow(heads)});
         plan.partial_records += n * heads;
       }
@@ -265,6 +310,14 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
   };
   std::stable_sort(plan.decode_items.begin(), plan.decode_items.end(),
                    [&](const DecodeItem& x, const DecodeItem& y) { return cost(x) > cost(y); });
+  // The tensor-core kernel's blocks start in launch order, one item and KV head each, as the
+  // multiprocessors free up: the longest items first, so that none starts last and runs alone.
+  if (shape.tensor_core_prefill) {
+    std::stable_sort(plan.block_items.begin(), plan.block_items.end(),
+                     [](const BlockItem& x, const BlockItem& y) {
+                       return x.key_end - x.key_begin > y.key_end - y.key_begin;
+                     });
+  }
 }
 
 }  // namespace oscar::cuda

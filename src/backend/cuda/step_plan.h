@@ -36,6 +36,9 @@ struct StepPlanShape {
   bool fast_decode = false;      // single-token rows go to the split-K decode kernel
   int64_t resident_blocks = 1;   // attention blocks the GPU runs at once (sets the split size)
   int64_t split_tokens = 0;      // > 0: this decode split instead of decode_split_tokens() (benchmarks)
+  // Prefill chunks go to the tensor-core kernel (blocks of kTensorCoreBlockRows query rows reading
+  // bf16 pages, the quantized ones through dequantized scratch copies) instead of the float kernel.
+  bool tensor_core_prefill = false;
 };
 
 struct StepPlan {
@@ -48,6 +51,13 @@ struct StepPlan {
   std::vector<MigrateTask> migrate;
   std::vector<MigrateTask> band_migrate;  // the migrated tokens that also get a band copy
   std::vector<KeyGroupTask> key_groups;
+  // The tensor-core prefill kernel's page table (BlockItem::prefill_table): for each page of each
+  // prefilling sequence, its full-precision page id and the scratch ids of its dequantized 2-bit
+  // and band copies (-1 where no query of the step reads it in that format), and the tasks that
+  // fill those scratch pages, ids 0, 1, ... over both lists.
+  std::vector<PageIds> prefill_pages;
+  std::vector<DequantizeTask> dequantize;
+  std::vector<DequantizeTask> band_dequantize;
   std::vector<int32_t> logit_rows;
   int64_t partial_records = 0;
   int64_t decode_split_tokens = 0;  // key positions per split of a decode row
@@ -58,6 +68,7 @@ struct StepPlan {
 
   StepCounts counts() const;
   int64_t max_splits() const;  // the most partial records of one row (CombineTask::count)
+  int64_t scratch_pages() const { return int64_t(dequantize.size() + band_dequantize.size()); }
   void clear();                // empties every record, keeping the storage
 };
 

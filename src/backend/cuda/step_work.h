@@ -6,6 +6,10 @@
 
 namespace oscar::cuda {
 
+// Query rows (tokens x the query heads of one KV head) of a block item for the tensor-core prefill
+// kernel: two warpgroups of 64.
+inline constexpr int64_t kTensorCoreBlockRows = 128;
+
 // One new token of one sequence (a row of the step's activations).
 struct QueryRow {
   int32_t position;       // t
@@ -41,13 +45,27 @@ struct DecodeItem {
 
 // Consecutive rows of one sequence (a block of a prefill chunk, or one decode row split over
 // key ranges) and the key positions [key_begin, key_end) they read under the decode rule. Token j
-// of the block, KV head h writes partial record `partial + j * num_kv_heads + h`.
+// of the block, KV head h writes partial record `partial + j * num_kv_heads + h`. The tensor-core
+// prefill kernel finds the sequence's bf16 pages at `prefill_table` of the step's prefill page
+// table (-1 for the float kernel's items).
 struct BlockItem {
   int32_t first_row;
   int32_t row_count;
   int32_t key_begin;
   int32_t key_end;
   int32_t partial;
+  int32_t prefill_table;
+};
+
+// A quantized page of a prefilling sequence (2-bit, or its band copy) dequantized into a bf16
+// scratch page laid out as a full-precision page, for the tensor-core prefill kernel: slots
+// [slot_begin, slot_end), the keys some query of the step reads from that page; the other slots
+// are written as zeros.
+struct DequantizeTask {
+  int32_t source;   // page id in the quantized (or band) arena
+  int32_t scratch;  // page id in the scratch arena
+  int32_t slot_begin;
+  int32_t slot_end;
 };
 
 // The partial records of one row: `first + kv_head`, `first + kv_head + stride`, ... (`count`).

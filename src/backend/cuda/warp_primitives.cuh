@@ -60,6 +60,12 @@ __device__ __forceinline__ uint32_t movmatrix_trans(uint32_t value) {
 __device__ __forceinline__ void cp_async_16(uint32_t shared, const void* global) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared), "l"(global));
 }
+// The same, reading `source_bytes` (0 or 16) and filling the rest of the 16 bytes with zeros.
+__device__ __forceinline__ void cp_async_16_or_zeros(uint32_t shared, const void* global,
+                                                     int source_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global),
+               "r"(source_bytes));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
