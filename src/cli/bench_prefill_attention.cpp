@@ -23,6 +23,7 @@
 #include "backend/cuda/device_step.h"
 #include "backend/cuda/float_block_attention.h"
 #include "backend/cuda/kv_noise.h"
+#include "backend/cuda/page_tensor_map.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/q8_scale_table.h"
 #endif
@@ -117,6 +118,9 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
       size_t(std::max<int64_t>(1, scratch_pages) * layout.full_page_bytes));
   const DeviceBuffer<float> q8 = make_q8_scale_table();
   const int float_grid = float_block_attention_resident_blocks();
+  const CUtensorMap full_map = make_page_tensor_map(pages.full(0), capacity.full, layout);
+  const CUtensorMap scratch_map =
+      make_page_tensor_map(scratch.data(), std::max<int64_t>(1, scratch_pages), layout);
   auto arguments = [&](const DeviceStep& step) {
     AttentionArgs args;
     args.layout = layout;
@@ -150,7 +154,7 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
       if (tensor_cores) dequantize(c, args);
       if (!attention) continue;
       if (tensor_cores) {
-        launch_prefill_attention(args, items, nullptr);
+        launch_prefill_attention(args, items, full_map, scratch_map, nullptr);
       } else {
         launch_float_block_attention(
             args, int(std::min<int64_t>(items * model.num_kv_heads, float_grid)), nullptr);

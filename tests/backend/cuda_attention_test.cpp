@@ -17,6 +17,7 @@
 #include "backend/cuda/device_step.h"
 #include "backend/cuda/float_block_attention.h"
 #include "backend/cuda/kv_noise.h"
+#include "backend/cuda/page_tensor_map.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/q8_scale_table.h"
 #include "backend/cuda/step_plan.h"
@@ -256,7 +257,10 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
                          int64_t(plan.band_dequantize.size()), args.q8_scales, scratch.data(),
                          nullptr);
     args.scratch_pages = scratch.data();
-    launch_prefill_attention(args, int64_t(plan.block_items.size()), nullptr);
+    launch_prefill_attention(args, int64_t(plan.block_items.size()),
+                             make_page_tensor_map(full.data(), page_count, layout),
+                             make_page_tensor_map(scratch.data(), std::max<int64_t>(1, plan.scratch_pages()), layout),
+                             nullptr);
   } else if (kernel == Kernel::float_block) {
     launch_float_block_attention(args, float_block_attention_resident_blocks(), nullptr);
   } else {

@@ -27,6 +27,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kv_noise.h"
 #include "backend/cuda/layer_kernels.h"
+#include "backend/cuda/page_tensor_map.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/q8_scale_table.h"
 #include "backend/cuda/step_graphs.h"
@@ -109,6 +110,9 @@ class CudaBackend final : public Backend {
   // The dequantized 2-bit and band pages a prefill step reads (StepPlan::dequantize), bf16 pages of
   // layout_, reused by every layer and grown to the largest step. Never in a captured graph.
   DeviceBuffer<std::byte> prefill_scratch_;
+  // The tensor-core prefill kernel's views of each layer's full-precision arena and of the scratch.
+  std::vector<CUtensorMap> full_page_maps_;
+  CUtensorMap scratch_page_map_{};
   std::unique_ptr<Gemm> gemm_;
   StepPlan plan_;  // every step's plan, in storage kept from step to step (make_step_plan)
   DeviceStep step_;
@@ -158,6 +162,12 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
   // KIVI's per-channel keys stay on the float kernel, which also takes the decode rows the decode
   // kernel does not.
   plan_shape_.tensor_core_prefill = plan_shape_.fast_decode && !layout_.keys_per_channel;
+  if (plan_shape_.tensor_core_prefill) {
+    for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+      full_page_maps_.push_back(make_page_tensor_map(pages_->full(layer), capacity_.full, layout_));
+    }
+    scratch_page_map_ = full_page_maps_.front();  // until a step needs scratch pages
+  }
   decode_grid_ = decode_attention_resident_blocks(layout_);
   float_block_grid_ = float_block_attention_resident_blocks();
   plan_shape_.resident_blocks = decode_grid_;
@@ -191,7 +201,10 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
   moved |= host_logits_.reserve(size_t(logit_rows * config_.vocab_size));  // a graph's copies write there
   if (moved) graphs_.clear();
   const size_t scratch_bytes = size_t(plan.scratch_pages() * layout_.full_page_bytes);
-  if (scratch_bytes > prefill_scratch_.size()) prefill_scratch_.resize(scratch_bytes);
+  if (scratch_bytes > prefill_scratch_.size()) {
+    prefill_scratch_.resize(scratch_bytes);
+    scratch_page_map_ = make_page_tensor_map(prefill_scratch_.data(), plan.scratch_pages(), layout_);
+  }
 
   LaunchSizes sizes;
   sizes.rows = rows;
@@ -365,7 +378,8 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
                          int64_t(plan_.band_dequantize.size()), args.q8_scales,
                          prefill_scratch_.data(), stream_);
     args.scratch_pages = prefill_scratch_.data();
-    launch_prefill_attention(args, sizes.block_items, stream_);
+    launch_prefill_attention(args, sizes.block_items, full_page_maps_[size_t(layer)], scratch_page_map_,
+                             stream_);
   } else if (sizes.block_items > 0) {
     const int64_t units = sizes.block_items * c.num_kv_heads;
     launch_float_block_attention(args, int(std::min<int64_t>(units, float_block_grid_)), stream_);

@@ -1,8 +1,9 @@
 // Flash attention for prefill chunks on the tensor cores (wgmma, sm_90a): causal, GQA, bf16
 // operands, float32 accumulation and online softmax. One block per (block item, KV head): 128 query
 // rows (the item's tokens x the group's query heads, token-major), two warpgroups of 64 rows each,
-// against tiles of 128 keys that all 256 threads copy with cp.async into a two-stage ring while the
-// tensor cores work on the previous tile.
+// against tiles of 128 keys that all 256 threads copy with cp.async into a three-stage ring, one
+// tile ahead; each warpgroup's softmax of a tile runs while the tensor cores weigh the values of
+// the tile before.
 //
 // The decode rule (kvcache/kv_cache_config.h, as cpu_attention and the float kernel apply it): the
 // query at position t reads key j from its 2-bit copy iff sink <= j < band_begin(t + 1), from its
@@ -17,7 +18,9 @@
 
 #include <string>
 
+#include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/page_tensor_map.h"
 #include "backend/cuda/warp_primitives.cuh"
 #include "backend/cuda/wgmma.cuh"
 
@@ -27,8 +30,9 @@ namespace {
 constexpr int kHeadDim = 128;
 constexpr int kRows = static_cast<int>(kTensorCoreBlockRows);
 constexpr int kKeys = 128;
-constexpr int kThreads = 256;
-constexpr int kStages = 2;
+constexpr int kConsumerThreads = 256;             // two warpgroups of 64 query rows
+constexpr int kThreads = kConsumerThreads + 128;  // and one that copies the tiles
+constexpr int kStages = 3;
 constexpr int kHalfRowBytes = 128;                    // 64 bf16 channels
 constexpr int kKeyHalfBytes = kKeys * kHalfRowBytes;  // one 64-channel half of a key tile
 constexpr int kTileBytes = 2 * kKeyHalfBytes;         // a tile of keys (or values)
@@ -36,8 +40,17 @@ constexpr int kQueryHalfBytes = 64 * kHalfRowBytes;   // one half of a warpgroup
 constexpr int kQueryBytes = kRows * kHeadDim * 2;
 constexpr int kKeysOffset = kQueryBytes;
 constexpr int kValuesOffset = kKeysOffset + kStages * kTileBytes;
-constexpr int kSharedBytes = kValuesOffset + kStages * kTileBytes;
+constexpr int kFullBarriersOffset =
+    kValuesOffset + kStages * kTileBytes;                                // a stage's copies landed
+constexpr int kEmptyBarriersOffset = kFullBarriersOffset + 8 * kStages;  // a stage's tile is read
+constexpr int kSharedBytes = kEmptyBarriersOffset + 8 * kStages;
 constexpr int kSharedAlignment = 1024;  // the swizzle atoms' alignment
+constexpr int kBoxBytes = 64 * kPageTensorMapRows * 2;
+// Registers a thread of each role keeps (setmaxnreg): the copying warpgroup needs few.
+constexpr int kConsumerRegisters = 232;
+constexpr int kProducerRegisters = 40;
+static_assert(2 * 128 * kConsumerRegisters + 128 * kProducerRegisters <= 65536,
+              "the register file");
 
 static_assert(kRows == 2 * 64, "two warpgroups of 64 query rows");
 
@@ -123,12 +136,13 @@ __device__ __forceinline__ RowBounds row_bounds(const AttentionArgs& a, const Bl
   return {q.position, q.quantized_end, q.band_begin};
 }
 
-// The block's queries, scaled into log2 units, as bf16 in the two warpgroups' swizzled tiles.
+// The block's queries, scaled into log2 units, as bf16 in the two warpgroups' swizzled tiles (by
+// the consumer threads).
 __device__ void load_queries(const AttentionArgs& a, const BlockItem& item, int kv_head,
                              std::byte* shared) {
   constexpr int kVectorsPerRow = kHeadDim / 4;
   const int rows_used = a.group * (kRows / a.group);
-  for (int i = threadIdx.x; i < kRows * kVectorsPerRow; i += kThreads) {
+  for (int i = threadIdx.x; i < kRows * kVectorsPerRow; i += kConsumerThreads) {
     const int row = i / kVectorsPerRow, vector = i % kVectorsPerRow;
     const int token = row / a.group, head = row % a.group;
     float4 q = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -147,178 +161,225 @@ __device__ void load_queries(const AttentionArgs& a, const BlockItem& item, int 
   }
 }
 
-// Starts the copies of a job's keys and values into stage `stage`: 16-byte chunks in order, a warp
-// reading two whole 256-byte rows at a time; keys outside the item's range or without a page in the
-// job's format are filled with zeros (their weights are zero, and 0 * a stale value could be NaN).
-__device__ void load_tile(const AttentionArgs& a, const BlockItem& item, const ItemBounds& b,
-                          int kv_head, Job job, uint32_t keys_shared, uint32_t values_shared) {
-  constexpr int kChunksPerRow = kHeadDim * 2 / 16;
+// Starts the bulk copies of a job's keys and values into one stage, in boxes of
+// kPageTensorMapRows keys x 64 channels (a box never spans two pages), and arms the stage's barrier
+// with their bytes. Boxes outside the item's range or without a page in the job's format are not
+// copied: their keys' weights are zero, and the stage holds finite values from earlier copies (it
+// is zeroed at the start).
+__device__ void copy_tile(const AttentionArgs& a, const CUtensorMap* full_map,
+                          const CUtensorMap* scratch_map, const BlockItem& item,
+                          const ItemBounds& b, int kv_head, Job job, uint32_t keys_shared,
+                          uint32_t values_shared, uint32_t barrier) {
+  constexpr int kBoxes = kKeys / kPageTensorMapRows;
   const PageLayout& layout = a.layout;
-  const std::byte* arena = job.pages == KeyPages::full ? a.full_pages : a.scratch_pages;
-#pragma unroll 2
-  for (int i = threadIdx.x; i < kKeys * kChunksPerRow; i += kThreads) {
-    const int key = i / kChunksPerRow, chunk = i % kChunksPerRow;
-    const int position = job.tile + key;
-    const std::byte* key_source = a.full_pages;
-    const std::byte* value_source = a.full_pages;
-    int bytes = 0;
-    if (position >= b.key_begin && position < b.key_end) {
-      const PageIds ids = a.prefill_pages[item.prefill_table + position / layout.page_size_tokens];
-      const int id = job.pages == KeyPages::full        ? ids.full
-                     : job.pages == KeyPages::quantized ? ids.quantized
-                                                        : ids.band;
+  const CUtensorMap* map = job.pages == KeyPages::full ? full_map : scratch_map;
+  const int page_rows = int(layout.page_size_tokens);
+  int rows[kBoxes];  // the key box's first row in the map, or -1
+  int boxes = 0;
+#pragma unroll
+  for (int box = 0; box < kBoxes; ++box) {
+    const int first = job.tile + box * kPageTensorMapRows;
+    rows[box] = -1;
+    if (first + kPageTensorMapRows > b.key_begin && first < b.key_end) {
+      const PageIds page = a.prefill_pages[item.prefill_table + first / page_rows];
+      const int id = job.pages == KeyPages::full        ? page.full
+                     : job.pages == KeyPages::quantized ? page.quantized
+                                                        : page.band;
       if (id >= 0) {
-        const int slot = position % layout.page_size_tokens;
-        const std::byte* page = arena + int64_t(id) * layout.full_page_bytes + chunk * 16;
-        key_source = page + layout.full_key_offset(kv_head, slot);
-        value_source = page + layout.full_value_offset(kv_head, slot);
-        bytes = 16;
+        rows[box] = (id * 2 * int(layout.num_kv_heads) + kv_head) * page_rows + first % page_rows;
+        ++boxes;
       }
     }
-    const uint32_t offset =
-        uint32_t((chunk / 8) * kKeyHalfBytes) + wgmma::swizzled_chunk(key, chunk % 8);
-    cp_async_16_or_zeros(keys_shared + offset, key_source, bytes);
-    cp_async_16_or_zeros(values_shared + offset, value_source, bytes);
+  }
+  bulk::arrive_expecting(barrier, uint32_t(boxes * 4 * kBoxBytes));
+  const int value_rows = int(layout.num_kv_heads) * page_rows;  // from a page's keys to its values
+#pragma unroll
+  for (int box = 0; box < kBoxes; ++box) {
+    if (rows[box] < 0) continue;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const uint32_t offset =
+          uint32_t(half * kKeyHalfBytes + box * kPageTensorMapRows * kHalfRowBytes);
+      bulk::copy_2d(keys_shared + offset, map, half * 64, rows[box], barrier);
+      bulk::copy_2d(values_shared + offset, map, half * 64, rows[box] + value_rows, barrier);
+    }
   }
 }
 
-// S = Q K^T for the warpgroup's 64 rows and the stage's 128 keys.
-__device__ __forceinline__ void score_tile(float (&s)[64], uint32_t queries, uint32_t keys) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) s[i] = 0.0f;
-  wgmma::fence_operands(s);
-  wgmma::fence();
+// Issues S = Q K^T for the warpgroup's 64 rows and the stage's 128 keys (one wgmma group).
+__device__ __forceinline__ void issue_scores(float (&s)[64], uint32_t queries, uint32_t keys) {
 #pragma unroll
   for (int k = 0; k < kHeadDim / 16; ++k) {
-    const uint32_t step = uint32_t((k / 4) * kQueryHalfBytes + (k % 4) * 32);
+    const uint32_t query_step = uint32_t((k / 4) * kQueryHalfBytes + (k % 4) * 32);
     const uint32_t key_step = uint32_t((k / 4) * kKeyHalfBytes + (k % 4) * 32);
-    wgmma::mma_m64n128k16_ss(s, wgmma::descriptor(queries + step, 16, 1024),
+    wgmma::mma_m64n128k16_ss(s, wgmma::descriptor(queries + query_step, 16, 1024),
                              wgmma::descriptor(keys + key_step, 16, 1024), k > 0);
   }
   wgmma::commit();
-  wgmma::wait<0>();
-  wgmma::fence_operands(s);
 }
 
-// O += P V with P from registers (the scores' fragments, packed to bf16).
-__device__ __forceinline__ void accumulate_tile(float (&o)[64], const float (&p)[64],
-                                                uint32_t values) {
-  uint32_t a[8][4];
-#pragma unroll
-  for (int k = 0; k < kKeys / 16; ++k) {
-#pragma unroll
-    for (int r = 0; r < 4; ++r) a[k][r] = pack_bf16x2(p[8 * k + 2 * r], p[8 * k + 2 * r + 1]);
-  }
-  wgmma::fence_operands(o);
-  wgmma::fence();
+// Issues O += P V, P from registers (bf16 pairs in the A layout), V MN-major (one wgmma group).
+__device__ __forceinline__ void issue_values(float (&o)[64], const uint32_t (&p)[8][4],
+                                             uint32_t values) {
 #pragma unroll
   for (int k = 0; k < kKeys / 16; ++k) {
     wgmma::mma_m64n128k16_rs_mn(
-        o, a[k], wgmma::descriptor(values + uint32_t(k * 16 * kHalfRowBytes), kKeyHalfBytes, 1024));
+        o, p[k], wgmma::descriptor(values + uint32_t(k * 16 * kHalfRowBytes), kKeyHalfBytes, 1024));
   }
   wgmma::commit();
-  wgmma::wait<0>();
-  wgmma::fence_operands(o);
 }
 
-__global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const AttentionArgs args) {
-  extern __shared__ unsigned char shared_raw[];
-  std::byte* shared = reinterpret_cast<std::byte*>(
-      shared_raw +
-      ((kSharedAlignment - (shared_address(shared_raw) % kSharedAlignment)) % kSharedAlignment));
-  const uint32_t shared_base = shared_address(shared);
-  const BlockItem item = args.block_items[blockIdx.x / args.num_kv_heads];
-  const int kv_head = int(blockIdx.x % args.num_kv_heads);
-  const QueryRow first = args.rows[item.first_row];
-  const QueryRow last = args.rows[item.first_row + item.row_count - 1];
-  const ItemBounds bounds{item.key_begin,
-                          item.key_end,
-                          int(args.sink_tokens),
-                          first.position,
-                          last.position,
-                          first.quantized_end,
-                          last.quantized_end,
-                          first.band_begin,
-                          last.band_begin,
-                          args.layout.bits > 0 && args.scratch_pages != nullptr,
-                          args.band_pages != nullptr && args.scratch_pages != nullptr};
+// The masked scores to weights 2^(s - max) in place; the rows' running max and sum updated, and
+// the factor by which their accumulated output must be rescaled returned in `correction`.
+__device__ __forceinline__ void softmax_tile(float (&s)[64], const ItemBounds& bounds, Job job,
+                                             const RowBounds (&rows)[2], int quad,
+                                             float (&row_max)[2], float (&row_sum)[2],
+                                             float (&correction)[2]) {
+  if (!job_is_whole(bounds, job)) {
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const RowBounds& r = rows[e / 2];
+        const int key = job.tile + 8 * b + 2 * quad + e % 2;
+        const bool read =
+            key >= bounds.key_begin && key < bounds.key_end &&
+            reads(key, r.position, r.quantized_end, r.band_begin, bounds.sink, job.pages);
+        if (!read) s[4 * b + e] = -INFINITY;
+      }
+    }
+  }
+  // The four lanes of a quad share a row.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+      tile_max = fmaxf(tile_max, fmaxf(s[4 * b + 2 * r], s[4 * b + 2 * r + 1]));
+    }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float new_max = fmaxf(row_max[r], tile_max);
+    const float base = new_max == -INFINITY ? 0.0f : new_max;  // no key of this row so far
+    correction[r] = fast_exp2(row_max[r] - base);
+    row_max[r] = new_max;
+    float total = 0.0f;
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[4 * b + 2 * r + e];
+        x = fast_exp2(x - base);
+        total += x;
+      }
+    }
+    row_sum[r] = row_sum[r] * correction[r] + total;
+  }
+}
 
+// Keeps the compiler from reusing the weights' registers while a wgmma may still read them.
+__device__ __forceinline__ void fence_weights(uint32_t (&p)[8][4]) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(p[k][r])::"memory");
+  }
+}
+
+// Shared-memory addresses of a stage's tiles and barriers.
+struct SharedStages {
+  uint32_t base;
+  __device__ uint32_t keys(int stage) const {
+    return base + uint32_t(kKeysOffset + stage * kTileBytes);
+  }
+  __device__ uint32_t values(int stage) const {
+    return base + uint32_t(kValuesOffset + stage * kTileBytes);
+  }
+  __device__ uint32_t full(int stage) const {  // the stage's copies have landed
+    return base + uint32_t(kFullBarriersOffset + 8 * stage);
+  }
+  __device__ uint32_t empty(int stage) const {  // every consumer warp has read the stage
+    return base + uint32_t(kEmptyBarriersOffset + 8 * stage);
+  }
+};
+
+// The copying thread: each job's tiles into the next stage of the ring once it is released.
+__device__ void copy_jobs(const AttentionArgs& args, const CUtensorMap* full_map,
+                          const CUtensorMap* scratch_map, const BlockItem& item,
+                          const ItemBounds& bounds, int kv_head, SharedStages stages) {
+  int stage = 0, round = 0;
+  for (Job job = first_job(bounds); job.tile < bounds.key_end; job = next_job(bounds, job)) {
+    if (round > 0) bulk::wait(stages.empty(stage), uint32_t(round - 1) & 1u);
+    copy_tile(args, full_map, scratch_map, item, bounds, kv_head, job, stages.keys(stage),
+              stages.values(stage), stages.full(stage));
+    if (++stage == kStages) {
+      stage = 0;
+      ++round;
+    }
+  }
+}
+
+// A consumer thread: its two query rows against every job, then their partial records.
+__device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
+                             const ItemBounds& bounds, int kv_head, std::byte* shared,
+                             SharedStages stages) {
   const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int quad = lane % 4;
   // This thread's two rows: g and g + 8 of its warp's 16.
   const int row0 = warpgroup * 64 + warp * 16 + lane / 4;
   const RowBounds rows[2] = {row_bounds(args, item, row0), row_bounds(args, item, row0 + 8)};
-  const uint32_t queries = shared_base + uint32_t(warpgroup * 2 * kQueryHalfBytes);
-
+  const uint32_t queries = stages.base + uint32_t(warpgroup * 2 * kQueryHalfBytes);
   load_queries(args, item, kv_head, shared);
-  Job job = first_job(bounds);
-  if (job.tile < bounds.key_end) {
-    load_tile(args, item, bounds, kv_head, job, shared_base + kKeysOffset,
-              shared_base + kValuesOffset);
-  }
-  cp_async_commit();
+  bulk::fence_proxy_async();
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // every consumer's queries
 
-  float o[64];
+  float s[64], o[64];
+  uint32_t p[8][4];
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f};
-  for (int stage = 0; job.tile < bounds.key_end; stage ^= 1) {
-    const Job next = next_job(bounds, job);
-    if (next.tile < bounds.key_end) {
-      load_tile(args, item, bounds, kv_head, next,
-                shared_base + kKeysOffset + uint32_t((stage ^ 1) * kTileBytes),
-                shared_base + kValuesOffset + uint32_t((stage ^ 1) * kTileBytes));
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, correction[2];
+  bool have_weights = false;  // p holds the previous job's weights
+  int previous_stage = 0, stage = 0, round = 0;
+  for (Job job = first_job(bounds); job.tile < bounds.key_end; job = next_job(bounds, job)) {
+    bulk::wait(stages.full(stage), uint32_t(round) & 1u);
+    wgmma::fence_operands(o);
+    wgmma::fence();
+    issue_scores(s, queries, stages.keys(stage));
+    if (have_weights) {
+      issue_values(o, p, stages.values(previous_stage));
+      wgmma::wait<1>();
+    } else {
+      wgmma::wait<0>();
     }
-    cp_async_commit();
-    cp_async_wait<1>();  // this job's copies are done
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    __syncthreads();
-
-    float s[64];
-    score_tile(s, queries, shared_base + kKeysOffset + uint32_t(stage * kTileBytes));
-    if (!job_is_whole(bounds, job)) {
+    wgmma::fence_operands(s);
+    softmax_tile(s, bounds, job, rows, quad, row_max, row_sum, correction);
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+    fence_weights(p);
+    if (have_weights && lane == 0) bulk::arrive(stages.empty(previous_stage));
 #pragma unroll
-      for (int b = 0; b < 16; ++b) {
+    for (int b = 0; b < 16; ++b) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const RowBounds& r = rows[e / 2];
-          const int key = job.tile + 8 * b + 2 * quad + e % 2;
-          const bool read =
-              key >= bounds.key_begin && key < bounds.key_end &&
-              reads(key, r.position, r.quantized_end, r.band_begin, bounds.sink, job.pages);
-          if (!read) s[4 * b + e] = -INFINITY;
-        }
-      }
+      for (int e = 0; e < 4; ++e) o[4 * b + e] *= correction[e / 2];
     }
-    // Online softmax in log2 units; the four lanes of a quad share a row.
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
+    for (int k = 0; k < kKeys / 16; ++k) {
 #pragma unroll
-      for (int b = 0; b < 16; ++b)
-        tile_max = fmaxf(tile_max, fmaxf(s[4 * b + 2 * r], s[4 * b + 2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      const float new_max = fmaxf(row_max[r], tile_max);
-      const float base = new_max == -INFINITY ? 0.0f : new_max;  // no key of this row so far
-      const float correction = fast_exp2(row_max[r] - base);
-      row_max[r] = new_max;
-      float total = 0.0f;
-#pragma unroll
-      for (int b = 0; b < 16; ++b) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[4 * b + 2 * r + e];
-          x = fast_exp2(x - base);
-          total += x;
-          o[4 * b + 2 * r + e] *= correction;
-        }
-      }
-      row_sum[r] = row_sum[r] * correction + total;
+      for (int r = 0; r < 4; ++r) p[k][r] = pack_bf16x2(s[8 * k + 2 * r], s[8 * k + 2 * r + 1]);
     }
-    accumulate_tile(o, s, shared_base + kValuesOffset + uint32_t(stage * kTileBytes));
-    __syncthreads();  // the stage is read before the next-but-one job's copies land in it
-    job = next;
+    have_weights = true;
+    previous_stage = stage;
+    if (++stage == kStages) {
+      stage = 0;
+      ++round;
+    }
+  }
+  if (have_weights) {
+    wgmma::fence_operands(o);
+    wgmma::fence();
+    issue_values(o, p, stages.values(previous_stage));
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
   }
 
   // Partial records: max (log2 units), sum and the unnormalised output of each row.
@@ -344,21 +405,81 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_kernel(const At
   }
 }
 
+// One block: warpgroups 0 and 1 compute (64 query rows each), warpgroup 2 copies the tiles, one
+// thread of it issuing the bulk copies of each job (a tile of keys in one format) into a
+// three-stage ring as soon as the consumers have released the stage. Each consumer issues the
+// scores of a job and the weighted values of the job before together, so that its softmax runs
+// while the tensor cores compute the previous job's P V.
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_attention_kernel(const AttentionArgs args, const __grid_constant__ CUtensorMap full_map,
+                             const __grid_constant__ CUtensorMap scratch_map) {
+  extern __shared__ unsigned char shared_raw[];
+  std::byte* shared = reinterpret_cast<std::byte*>(
+      shared_raw +
+      ((kSharedAlignment - (shared_address(shared_raw) % kSharedAlignment)) % kSharedAlignment));
+  const SharedStages stages{shared_address(shared)};
+  const BlockItem item = args.block_items[blockIdx.x / args.num_kv_heads];
+  const int kv_head = int(blockIdx.x % args.num_kv_heads);
+  const QueryRow first = args.rows[item.first_row];
+  const QueryRow last = args.rows[item.first_row + item.row_count - 1];
+  const ItemBounds bounds{item.key_begin,
+                          item.key_end,
+                          int(args.sink_tokens),
+                          first.position,
+                          last.position,
+                          first.quantized_end,
+                          last.quantized_end,
+                          first.band_begin,
+                          last.band_begin,
+                          args.layout.bits > 0 && args.scratch_pages != nullptr,
+                          args.band_pages != nullptr && args.scratch_pages != nullptr};
+
+  // The stages start as zeros (copy_tile skips boxes); each consumer warp releases a stage.
+  for (int i = threadIdx.x; i < 2 * kStages * kTileBytes / 16; i += kThreads) {
+    reinterpret_cast<uint4*>(shared + kKeysOffset)[i] = make_uint4(0, 0, 0, 0);
+  }
+  if (threadIdx.x == 0) {
+    for (int stage = 0; stage < kStages; ++stage) {
+      bulk::init_barrier(stages.full(stage), 1);
+      bulk::init_barrier(stages.empty(stage), kConsumerThreads / 32);
+    }
+    bulk::fence_barrier_init();
+  }
+  bulk::fence_proxy_async();
+  __syncthreads();
+
+  if (threadIdx.x >= kConsumerThreads) {
+    bulk::release_registers<kProducerRegisters>();
+    if (threadIdx.x == kConsumerThreads) {
+      copy_jobs(args, &full_map, &scratch_map, item, bounds, kv_head, stages);
+    }
+  } else {
+    bulk::claim_registers<kConsumerRegisters>();
+    consume_jobs(args, item, bounds, kv_head, shared, stages);
+  }
+}
+
 }  // namespace
 
-void launch_prefill_attention(const AttentionArgs& args, int64_t block_items, cudaStream_t stream) {
+void launch_prefill_attention(const AttentionArgs& args, int64_t block_items,
+                              const CUtensorMap& full_map, const CUtensorMap& scratch_map,
+                              cudaStream_t stream) {
   if (block_items == 0) return;
   const int64_t blocks = block_items * args.num_kv_heads;
   require_launch(
-      blocks <= INT32_MAX && args.layout.head_dim == kHeadDim && args.group >= 1 && args.group <= 8,
+      blocks <= INT32_MAX && args.layout.head_dim == kHeadDim && args.group >= 1 &&
+          args.group <= 8 && args.layout.page_size_tokens % kPageTensorMapRows == 0,
       "prefill attention: " + std::to_string(blocks) + " blocks, head_dim " +
           std::to_string(args.layout.head_dim) + ", " + std::to_string(args.group) +
-          " query heads per KV head (supported: head_dim 128, 1-8 query heads per KV head)");
+          " query heads per KV head, pages of " + std::to_string(args.layout.page_size_tokens) +
+          " tokens (supported: head_dim 128, 1-8 query heads per KV head, pages of a multiple of " +
+          std::to_string(kPageTensorMapRows) + " tokens)");
   constexpr int kDynamicBytes = kSharedBytes + kSharedAlignment;
   check(cudaFuncSetAttribute(prefill_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              kDynamicBytes),
         "cudaFuncSetAttribute(prefill_attention)");
-  prefill_attention_kernel<<<int(blocks), kThreads, kDynamicBytes, stream>>>(args);
+  prefill_attention_kernel<<<int(blocks), kThreads, kDynamicBytes, stream>>>(args, full_map,
+                                                                             scratch_map);
   check_launch("prefill_attention_kernel");
 }
 
