@@ -2,13 +2,17 @@
 # Runs on the GPU machine (the device tool): builds the CUDA backend, runs the GPU tests with
 # compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
 # Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step] [linear]
-#                            [accuracy] [accuracy-cpu] [calibrate] [serve]
+#                            [accuracy] [accuracy-cpu] [calibrate] [serve] [prefill]
 #   tests:        the GPU tests; their failures and the summary are printed, the whole log is in logs.tgz
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
 #                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
 #   accuracy-cpu: the CPU reference campaign on this machine's cores, resuming from the results in
 #                 docs/results/raw (ONLY selects jobs), results in logs.tgz under accuracy-cpu/
 #   serve:        oscar bench serve on the testbed, bf16 vs INT2 OSCAR cache in the same pool
+#   prefill:      oscar bench prefill and bench/prefill_peer.py (transformers, torch SDPA) on the same
+#                 random weights, their checksums compared first: PREFILL_MODEL (qwen3-8b) at
+#                 PREFILL_LENS (4K-128K), PREFILL_KV (bf16,int2), PREFILL_REPEATS (3) and, when set,
+#                 PREFILL_CHUNK (--chunk-tokens; default the engine's GPU chunk)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # JSON results go to $OUT (at most 8 files come back); logs stay in $logs.
@@ -59,8 +63,8 @@ for stage in "$@"; do
       rm -f "$logs"/accuracy-cpu/*.safetensors "$logs/accuracy-cpu/unseen.txt" ;;
     serve)
       # Long prompts, long answers, one pool of 1 GiB: in bf16 it holds 18 of these 7024-token
-      # sequences (8 KiB per token); at INT2 (bf16 sink, recent window and prefill chunk of each
-      # running sequence, the rest at about 2.2 bits) all 64 fit.
+      # sequences (8 KiB per token); at INT2 (bf16 sink and recent window of each running
+      # sequence and the step's prefill chunk, the rest at about 2.2 bits) all 64 fit.
       for kv in bf16 int2; do
         flags=()
         [[ $kv == int2 ]] && flags=(--kv-cache-dtype int2 --kv-method oscar --kv-rotations docs/results/raw/rotations.safetensors)
@@ -68,6 +72,18 @@ for stage in "$@"; do
           --num-requests 64 --concurrency 64 --input-len 6000 --output-len 1024 \
           --json "$out/serve-$kv.json" 2>&1 | tee "$logs/serve-$kv.log"
       done ;;
+    prefill)
+      model=${PREFILL_MODEL:-qwen3-8b}
+      lens=${PREFILL_LENS:-4096,8192,16384,32768,65536,100000,131072}
+      repeats=${PREFILL_REPEATS:-3}
+      ./build-gpu/src/cli/oscar bench prefill --model "$model" --weight-checksums "$logs/prefill-weights-$model.json" \
+        >"$logs/prefill-weights.log" 2>&1 || tail -5 "$logs/prefill-weights.log"
+      stdbuf -oL ./build-gpu/src/cli/oscar bench prefill --model "$model" --prompt-lens "$lens" \
+        --kv-dtypes "${PREFILL_KV:-bf16,int2}" --repeats "$repeats" ${PREFILL_CHUNK:+--chunk-tokens "$PREFILL_CHUNK"} \
+        --json "$out/prefill-$model.json" 2>&1 | tee "$logs/prefill.log"
+      PYTHONUNBUFFERED=1 python3 bench/prefill_peer.py --model "$model" --prompt-lens "$lens" --repeats "$repeats" \
+        --oscar-checksums "$logs/prefill-weights-$model.json" --json "$out/prefill_peer-$model.json" 2>&1 \
+        | tee "$logs/prefill_peer.log" ;;
     calibrate)
       stdbuf -oL ./build-gpu/src/cli/oscar bench calibrate --model qwen3-8b --device cuda --json "$out/calibrate.json" 2>&1 | tee "$logs/calibrate.log" ;;
     kernels)

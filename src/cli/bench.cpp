@@ -1,5 +1,5 @@
 // oscar bench: performance measurements, one subcommand per kind (cpu, serve, calibrate, and on the
-// GPU decode-attention, decode-step and linear).
+// GPU decode-attention, decode-step, linear, prefill and prefill-attention).
 #include "cli/commands.h"
 
 namespace oscar::cli {
@@ -13,6 +13,7 @@ void register_bench(CLI::App& app) {
   register_bench_decode_attention(*bench);
   register_bench_decode_step(*bench);
   register_bench_linear(*bench);
+  register_bench_prefill(*bench);
   register_bench_prefill_attention(*bench);
 }
 

@@ -32,10 +32,11 @@ struct Rates {
 Rates measure_once(const ModelSession& session, const std::vector<int32_t>& prompt, int64_t decode_tokens) {
   EngineOptions options;
   options.scheduler.max_num_seqs = 1;
-  options.scheduler.prefill_chunk_tokens = 512;
-  options.scheduler.max_step_tokens = 512;
+  options.scheduler.prefill_chunk_tokens = kCpuPrefillChunkTokens;
+  options.scheduler.max_step_tokens = kCpuPrefillChunkTokens;
   const int64_t total = int64_t(prompt.size()) + decode_tokens;
-  auto engine = make_engine(session, capacity_for_sequences(session.kv, total, 1, 512), options);
+  auto engine = make_engine(
+      session, capacity_for_sequences(session.kv, total, 1, kCpuPrefillChunkTokens), options);
   GenerationRequest request;
   request.prompt = prompt;
   request.sampling.temperature = 0;

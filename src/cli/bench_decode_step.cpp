@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -97,11 +96,7 @@ StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int64_t 
 
 void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const ModelConfig config = hf_config(o.model);
-  // The rotations file is read by the backends and removed however the run ends.
-  const struct RemovedAtExit {
-    std::string path;
-    ~RemovedAtExit() { std::filesystem::remove(path); }
-  } rotations{write_synthetic_oscar_rotations(config)};
+  const TemporaryFile rotations(write_synthetic_oscar_rotations(config));
   const std::vector<KvCacheConfig> caches =
       bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens, config.head_dim, rotations.path);
   const GpuDescription gpu = describe_gpu();

@@ -167,6 +167,10 @@ std::string write_synthetic_oscar_rotations(const ModelConfig& config) {
   return path;
 }
 
+TemporaryFile::~TemporaryFile() {
+  std::filesystem::remove(path);
+}
+
 KvPageCounts bench_pool_capacity(const KvCacheConfig& kv, int64_t tokens, int64_t batch) {
   const KvPageCounts decoding = capacity_for_sequences(kv, tokens, batch, 1);
   const KvPageCounts filling = capacity_for_sequences(kv, 0, 1, kFillChunkTokens);

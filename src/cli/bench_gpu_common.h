@@ -51,6 +51,16 @@ double median_launch_us(const std::function<void(int)>& launch, int iterations);
 // The kernels' work does not depend on the values.
 std::string write_synthetic_oscar_rotations(const ModelConfig& config);
 
+// A file removed when this goes out of scope, however the run ends (the rotations file of
+// write_synthetic_oscar_rotations, read by the backends).
+struct TemporaryFile {
+  std::string path;
+  explicit TemporaryFile(std::string file_path) : path(std::move(file_path)) {}
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  ~TemporaryFile();
+};
+
 // Tokens a benchmark sequence grows by per SequencePages::reserve / commit while it is filled: the
 // page tables' bookkeeping walks every page at each step, so one token at a time would take
 // seconds at 128K x 64.

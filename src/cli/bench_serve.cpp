@@ -46,10 +46,8 @@ nlohmann::json configuration(const BenchServeOptions& o, const WorkloadOptions& 
   return config;
 }
 
-// One short request before the clock starts: it fails fast on a wrong URL, key or length limit,
-// and it pays the first step's one-time costs (page faults, thread start-up).
-void warm_up(const LoadOptions& load, PlannedRequest request) {
-  request.max_tokens = std::min<int64_t>(request.max_tokens, 4);
+// The workload's warm-up request (PlannedWorkload), before the clock starts.
+void warm_up(const LoadOptions& load, const PlannedRequest& request) {
   const StreamedResponse response =
       stream_completion(load.server, "/v1/completions", completion_body(request, load.model));
   require(response.ok(), "{}: the warm-up request failed: {}", load.server.url,
@@ -82,9 +80,9 @@ void run_bench_serve(const BenchServeOptions& o) {
   load.model = served_model_id(load.server);
   WorkloadOptions workload = o.workload;
   if (workload.text_path.empty()) workload.text_path = default_model_dir() + "/valid.xz";
-  const std::vector<PlannedRequest> plan = plan_workload(workload, *tokenizer);
-  warm_up(load, plan.front());
-  const LoadReport report = summarize(run_load(plan, load));
+  const PlannedWorkload plan = plan_workload(workload, *tokenizer);
+  warm_up(load, plan.warm_up);
+  const LoadReport report = summarize(run_load(plan.requests, load));
   fmt::print(
       "{} requests to {} ({}): input {} tokens, output {} tokens, jitter {}, concurrency {}, rate "
       "{}\n",

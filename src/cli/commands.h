@@ -20,6 +20,7 @@ void register_bench_calibrate(CLI::App& bench);
 void register_bench_decode_attention(CLI::App& bench);  // GPU
 void register_bench_decode_step(CLI::App& bench);       // GPU
 void register_bench_linear(CLI::App& bench);            // GPU
+void register_bench_prefill(CLI::App& bench);           // GPU
 void register_bench_prefill_attention(CLI::App& bench);  // GPU
 int exit_code();
 int omp_threads();  // threads the CPU backend uses by default

@@ -10,13 +10,16 @@ std::vector<std::string> evaluation_documents(const std::string& path) {
   return read_documents(path.empty() ? default_model_dir() + "/valid.xz" : path);
 }
 
-std::unique_ptr<Engine> make_eval_engine(const ModelSession& session, int64_t sequences, int64_t tokens) {
+std::unique_ptr<Engine> make_eval_engine(const ModelSession& session,
+                                         const StepTokenOptions& step_tokens, int64_t sequences,
+                                         int64_t tokens) {
   EngineOptions options;
-  options.scheduler.max_num_seqs = sequences;
-  options.scheduler.prefill_chunk_tokens = 512;
-  options.scheduler.max_step_tokens = 1024;
+  options.scheduler = scheduler_options(step_tokens, session.device, sequences);
   options.max_model_len = std::max(tokens, session.weights.config.max_position_embeddings);
-  return make_engine(session, capacity_for_sequences(session.kv, tokens, sequences, 512), options);
+  return make_engine(session,
+                     capacity_for_sequences(session.kv, tokens, sequences,
+                                            max_new_tokens_per_step(options.scheduler)),
+                     options);
 }
 
 void write_report(const std::string& path, const std::string& text) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cli/model_session.h"
+#include "cli/step_token_options.h"
 
 namespace oscar::cli {
 
@@ -11,7 +12,9 @@ namespace oscar::cli {
 std::vector<std::string> evaluation_documents(const std::string& path);
 
 // An engine for `sequences` concurrent sequences of up to `tokens` tokens each.
-std::unique_ptr<Engine> make_eval_engine(const ModelSession& session, int64_t sequences, int64_t tokens);
+std::unique_ptr<Engine> make_eval_engine(const ModelSession& session,
+                                         const StepTokenOptions& step_tokens, int64_t sequences,
+                                         int64_t tokens);
 
 // Writes `text` to `path` when a path is given (atomically), creating nothing otherwise.
 void write_report(const std::string& path, const std::string& text);

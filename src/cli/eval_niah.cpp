@@ -16,6 +16,7 @@ namespace {
 
 struct EvalNiahOptions {
   ModelOptions model;
+  StepTokenOptions step_tokens;
   std::string text_path;
   NiahOptions niah;
   bool quantized_prefill = false;
@@ -64,7 +65,7 @@ void run_eval_niah(EvalNiahOptions o) {
   for (size_t start = 0; start < prompts.size(); start += size_t(o.batch)) {
     const std::vector<NeedlePrompt> batch(prompts.begin() + long(start),
                                           prompts.begin() + long(std::min(prompts.size(), start + size_t(o.batch))));
-    auto engine = make_eval_engine(session, o.batch, longest + 128);
+    auto engine = make_eval_engine(session, o.step_tokens, o.batch, longest + 128);
     const NiahResult part = evaluate_niah(*engine, *session.tokenizer, batch, o.niah);
     result.correct += part.correct;
     result.total += part.total;
@@ -108,6 +109,7 @@ void register_eval_niah(CLI::App& eval) {
   auto options = std::make_shared<EvalNiahOptions>();
   CLI::App* command = eval.add_subcommand("niah", "Needle-in-a-haystack retrieval accuracy");
   add_model_options(*command, options->model);
+  add_step_token_options(*command, options->step_tokens);
   command->add_option("--text", options->text_path, "filler text (default: testbed valid.xz)");
   command->add_option("--contexts", options->niah.context_tokens, "context lengths (tokens)")->capture_default_str();
   command->add_option("--depths", options->niah.depths, "needle depths in [0, 1]")->capture_default_str();

@@ -13,6 +13,7 @@ namespace {
 
 struct EvalPplOptions {
   ModelOptions model;
+  StepTokenOptions step_tokens;
   std::string text_path;
   PerplexityOptions ppl;
   bool json = false;
@@ -25,7 +26,7 @@ void run_eval_ppl(const EvalPplOptions& o) {
   const int32_t separator = session.eos_token_ids.empty() ? 0 : session.eos_token_ids.front();
   const auto tokens = tokenize_documents(*session.tokenizer, evaluation_documents(o.text_path), separator,
                                          o.ppl.context_tokens * o.ppl.windows);
-  auto engine = make_eval_engine(session, o.ppl.windows, o.ppl.context_tokens);
+  auto engine = make_eval_engine(session, o.step_tokens, o.ppl.windows, o.ppl.context_tokens);
   const PerplexityResult r = evaluate_perplexity(*engine, tokens, o.ppl);
   const PageLayout layout = make_page_layout(session.kv, model.num_kv_heads, model.head_dim);
   const int64_t context_128k = 128 * 1024;
@@ -58,6 +59,7 @@ void register_eval_ppl(CLI::App& eval) {
   auto options = std::make_shared<EvalPplOptions>();
   CLI::App* command = eval.add_subcommand("ppl", "Perplexity over fixed windows of a text");
   add_model_options(*command, options->model);
+  add_step_token_options(*command, options->step_tokens);
   command->add_option("--text", options->text_path, "text file (.xz, .jsonl or plain; default: testbed valid.xz)");
   command->add_option("--windows", options->ppl.windows, "windows to score")->capture_default_str();
   command->add_option("--context", options->ppl.context_tokens, "tokens per window")->capture_default_str();

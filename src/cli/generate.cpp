@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_session.h"
+#include "cli/step_token_options.h"
 #include "kvcache/page_layout.h"
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
@@ -31,7 +32,7 @@ struct GenerateOptions {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int64_t min_tokens = 0;
-  int64_t prefill_chunk = 512;
+  StepTokenOptions step_tokens;
 };
 
 std::string prompt_text(const GenerateOptions& o) {
@@ -68,12 +69,13 @@ void run_generate(const GenerateOptions& o) {
   request.sampling.seed = o.seed;
 
   EngineOptions engine_options;
-  engine_options.scheduler.max_num_seqs = 1;
-  engine_options.scheduler.prefill_chunk_tokens = o.prefill_chunk;
-  engine_options.scheduler.max_step_tokens = o.prefill_chunk;
+  engine_options.scheduler = scheduler_options(o.step_tokens, session.device, 1);
   const int64_t total = int64_t(request.prompt.size()) + request.stop.max_tokens;
-  auto engine = make_engine(session, capacity_for_sequences(session.kv, total, 1, o.prefill_chunk),
-                            engine_options);
+  auto engine =
+      make_engine(session,
+                  capacity_for_sequences(session.kv, total, 1,
+                                         max_new_tokens_per_step(engine_options.scheduler)),
+                  engine_options);
   engine->submit(std::move(request));
   int64_t prompt_tokens = 0, generated = 0;
   std::string error;
@@ -121,8 +123,7 @@ void register_generate(CLI::App& app) {
   command->add_flag("--ignore-eos", options->ignore_eos, "keep generating after EOS");
   command->add_option("--min-tokens", options->min_tokens, "no EOS or stop string before this many new tokens")
       ->capture_default_str();
-  command->add_option("--prefill-chunk", options->prefill_chunk, "prompt tokens per step")
-      ->capture_default_str();
+  add_step_token_options(*command, options->step_tokens);
   command->callback([options] { run_generate(*options); });
 }
 

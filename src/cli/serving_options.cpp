@@ -20,10 +20,7 @@ void add_serving_options(CLI::App& command, ServingOptions& o) {
                   "KV pool as a fraction of free device memory (when --kv-pool-gb is not given)")
       ->capture_default_str();
   command.add_option("--max-model-len", o.max_model_len, "context limit (default: the model's)");
-  command.add_option("--prefill-chunk", o.prefill_chunk, "prompt tokens of one sequence per step")
-      ->capture_default_str();
-  command.add_option("--max-step-tokens", o.max_step_tokens, "tokens per step")
-      ->capture_default_str();
+  add_step_token_options(command, o.step_tokens);
   command.add_option("--served-model-name", o.served_model_name,
                      "model id in the API (default: the directory name)");
 }
@@ -41,14 +38,13 @@ std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpSer
   const int64_t pool_bytes =
       o.kv_pool_gb ? int64_t(*o.kv_pool_gb * double(1ull << 30))
                    : int64_t(o.kv_pool_fraction * double(device_free_bytes(session.device)));
-  const PageLayout layout = make_page_layout(session.kv, model.num_kv_heads, model.head_dim);
-  const KvPageCounts capacity = capacity_for_bytes(session.kv, layout, model.num_layers, pool_bytes,
-                                                   o.max_num_seqs, o.prefill_chunk);
   EngineOptions engine_options;
-  engine_options.scheduler.max_num_seqs = o.max_num_seqs;
-  engine_options.scheduler.prefill_chunk_tokens = o.prefill_chunk;
-  engine_options.scheduler.max_step_tokens = std::max(o.max_step_tokens, o.max_num_seqs);
+  engine_options.scheduler = scheduler_options(o.step_tokens, session.device, o.max_num_seqs);
   engine_options.max_model_len = max_model_len;
+  const PageLayout layout = make_page_layout(session.kv, model.num_kv_heads, model.head_dim);
+  const KvPageCounts capacity =
+      capacity_for_bytes(session.kv, layout, model.num_layers, pool_bytes, o.max_num_seqs,
+                         max_new_tokens_per_step(engine_options.scheduler));
   const std::string name = o.served_model_name.empty()
                                ? std::filesystem::path(session.model_dir).filename().string()
                                : o.served_model_name;
@@ -59,12 +55,13 @@ std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpSer
   local->server = std::make_unique<BackgroundServer>(make_engine(session, capacity, engine_options),
                                                      std::move(served), http);
   local->model_name = name;
-  local->description =
-      fmt::format("{}, KV {}, pool {} bf16 + {} quantized{} pages, {} max sequences, context {}",
-                  session.device == DeviceKind::cuda ? "cuda" : "cpu", describe(session.kv),
-                  capacity.full, capacity.quantized,
-                  session.kv.has_band() ? fmt::format(" + {} band", capacity.band) : "", o.max_num_seqs,
-                  max_model_len);
+  local->description = fmt::format(
+      "{}, KV {}, pool {} bf16 + {} quantized{} pages, {} max sequences, context {}, "
+      "prefill chunk {}, step {} tokens",
+      session.device == DeviceKind::cuda ? "cuda" : "cpu", describe(session.kv), capacity.full,
+      capacity.quantized, session.kv.has_band() ? fmt::format(" + {} band", capacity.band) : "",
+      o.max_num_seqs, max_model_len, engine_options.scheduler.prefill_chunk_tokens,
+      engine_options.scheduler.max_step_tokens);
   return local;
 }
 

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/model_session.h"
+#include "cli/step_token_options.h"
 #include "server/background_server.h"
 
 namespace oscar::cli {
@@ -19,8 +20,7 @@ struct ServingOptions {
   std::optional<double> kv_pool_gb;
   double kv_pool_fraction = 0.5;
   int64_t max_model_len = 0;  // 0: the model's
-  int64_t prefill_chunk = 512;
-  int64_t max_step_tokens = 2048;
+  StepTokenOptions step_tokens;
   std::string served_model_name;  // empty: the model directory's name
 };
 

@@ -2,11 +2,35 @@
 
 #include <algorithm>
 
+#include "util/error.h"
+
 namespace oscar {
+
+int64_t default_prefill_chunk_tokens(DeviceKind device) {
+  return device == DeviceKind::cuda ? kGpuPrefillChunkTokens : kCpuPrefillChunkTokens;
+}
+
+int64_t default_max_step_tokens(DeviceKind device, int64_t prefill_chunk_tokens,
+                                int64_t max_num_seqs) {
+  const int64_t chunk_beside_decodes = prefill_chunk_tokens + max_num_seqs;
+  return device == DeviceKind::cuda ? chunk_beside_decodes
+                                    : std::max(kCpuMaxStepTokens, chunk_beside_decodes);
+}
 
 Scheduler::Scheduler(SchedulerOptions options, const KvCacheConfig& kv, KvPagePools& pools,
                      SchedulerHooks hooks)
-    : options_(options), kv_(kv), pools_(pools), hooks_(std::move(hooks)) {}
+    : options_(options), kv_(kv), pools_(pools), hooks_(std::move(hooks)) {
+  require(options_.max_num_seqs >= 1 && options_.prefill_chunk_tokens >= 1,
+          "scheduler: max_num_seqs ({}) and prefill_chunk_tokens ({}) must be at least 1",
+          options_.max_num_seqs, options_.prefill_chunk_tokens);
+  // Decodes go first, one token each: a smaller budget would leave the last-admitted sequences
+  // without a token step after step.
+  require(
+      options_.max_step_tokens >= options_.max_num_seqs,
+      "scheduler: max_step_tokens ({}) must be at least max_num_seqs ({}), so that every running "
+      "sequence decodes at each step",
+      options_.max_step_tokens, options_.max_num_seqs);
+}
 
 void Scheduler::add(Sequence* sequence) {
   sequence->state = SequenceState::waiting;

@@ -72,38 +72,55 @@ KvPageCounts footprint_for_tokens(const KvCacheConfig& config, int64_t num_token
 
 namespace {
 
-// Full-precision pages one sequence holds at most: sink, recent window, a chunk, and the pages
-// that the window and chunk boundaries straddle.
-int64_t full_pages_per_sequence(const KvCacheConfig& c, int64_t chunk_tokens) {
-  const int64_t page = c.page_size_tokens;
-  const int64_t tail = c.recent_tokens + chunk_tokens + (c.keys_per_channel() ? c.group_size : 0);
-  return (c.sink_tokens + page - 1) / page + (tail + page - 1) / page + 2;
+int64_t pages_holding(int64_t tokens, int64_t page) {
+  return (tokens + page - 1) / page;
 }
 
-// Band pages one sequence holds at most: the band and a chunk, and the pages their ends straddle.
-int64_t band_pages_per_sequence(const KvCacheConfig& c, int64_t chunk_tokens) {
+// Pages that `num_sequences` runs of `own_tokens` tokens each span when the step's `step_tokens`
+// new tokens extend them, split among the sequences in any way (c_s each): the sum of
+// ceil((own + c_s) / P) is at most (n - 1) (ceil(own / P) + 1) + ceil((own + step) / P), as
+// ceil(a) + ceil(b) <= ceil(a + b) + 1. One sequence: ceil((own + step) / P).
+int64_t pages_of_runs(int64_t own_tokens, int64_t step_tokens, int64_t num_sequences,
+                      int64_t page) {
+  if (num_sequences <= 0) return 0;
+  return (num_sequences - 1) * (pages_holding(own_tokens, page) + 1) +
+         pages_holding(own_tokens + step_tokens, page);
+}
+
+// Full-precision pages the sequences hold at most: each its sink, recent window (and KIVI's
+// key group) and the step's new tokens, and the pages that their ends straddle.
+int64_t full_pages(const KvCacheConfig& c, int64_t num_sequences, int64_t step_tokens) {
   const int64_t page = c.page_size_tokens;
-  return (c.band_tokens + chunk_tokens + page - 1) / page + 2;
+  const int64_t window = c.recent_tokens + (c.keys_per_channel() ? c.group_size : 0);
+  return num_sequences * (pages_holding(c.sink_tokens, page) + 2) +
+         pages_of_runs(window, step_tokens, num_sequences, page);
+}
+
+// Band pages the sequences hold at most: each its band and the step's new tokens passing through
+// it, and the pages their ends straddle.
+int64_t band_pages(const KvCacheConfig& c, int64_t num_sequences, int64_t step_tokens) {
+  return num_sequences * 2 +
+         pages_of_runs(c.band_tokens, step_tokens, num_sequences, c.page_size_tokens);
 }
 
 }  // namespace
 
 KvPageCounts capacity_for_sequences(const KvCacheConfig& config, int64_t tokens_per_sequence,
-                                    int64_t num_sequences, int64_t chunk_tokens) {
+                                    int64_t num_sequences, int64_t step_tokens) {
   const KvPageCounts one = footprint_for_tokens(config, tokens_per_sequence);
-  const int64_t page = config.page_size_tokens;
   KvPageCounts total;
-  total.full = num_sequences * (one.full + (chunk_tokens + page - 1) / page + 1);
+  total.full = num_sequences * (one.full + 1) +
+               pages_of_runs(0, step_tokens, num_sequences, config.page_size_tokens);
   total.quantized = num_sequences * one.quantized;
   // A step reads its first query's band and writes the chunk's tokens into it as they leave the
   // window (band_step_begin).
-  if (config.has_band()) total.band = num_sequences * band_pages_per_sequence(config, chunk_tokens);
+  if (config.has_band()) total.band = band_pages(config, num_sequences, step_tokens);
   return total;
 }
 
 KvPageCounts capacity_for_bytes(const KvCacheConfig& config, const PageLayout& layout,
                                 int64_t num_layers, int64_t bytes, int64_t num_sequences,
-                                int64_t chunk_tokens) {
+                                int64_t step_tokens) {
   const int64_t per_layer = bytes / num_layers;
   KvPageCounts pages;
   if (!config.quantized()) {
@@ -111,10 +128,10 @@ KvPageCounts capacity_for_bytes(const KvCacheConfig& config, const PageLayout& l
     return pages;
   }
   pages.full = std::min(per_layer / 2 / layout.full_page_bytes,
-                        num_sequences * full_pages_per_sequence(config, chunk_tokens));
+                        full_pages(config, num_sequences, step_tokens));
   if (config.has_band()) {
     pages.band = std::min(per_layer / 4 / layout.band_page_bytes,
-                          num_sequences * band_pages_per_sequence(config, chunk_tokens));
+                          band_pages(config, num_sequences, step_tokens));
   }
   pages.quantized = (per_layer - pages.full * layout.full_page_bytes - pages.band * layout.band_page_bytes) /
                     layout.quantized_page_bytes;

@@ -85,19 +85,22 @@ inline int64_t bytes_per_layer(const KvPageCounts& pages, const PageLayout& layo
 // (kv_cache_config.h).
 KvPageCounts footprint_for_tokens(const KvCacheConfig& config, int64_t num_tokens);
 
-// Pool sizes for `num_sequences` sequences of up to `tokens_per_sequence` tokens, each with one
-// prefill chunk of `chunk_tokens` in flight.
+// Pool sizes for `num_sequences` sequences of up to `tokens_per_sequence` tokens, whose steps
+// compute at most `step_tokens` new tokens between them (the scheduler's step budget; for one
+// sequence, its prefill chunk). The step's tokens are counted once, not once per sequence: with
+// 8192-token chunks and 64 sequences, only the budget's chunks are in flight, not 64.
 KvPageCounts capacity_for_sequences(const KvCacheConfig& config, int64_t tokens_per_sequence,
-                                    int64_t num_sequences, int64_t chunk_tokens);
+                                    int64_t num_sequences, int64_t step_tokens);
 
 // Pool sizes that fill `bytes` over `num_layers` layers: enough full-precision pages for
-// `num_sequences` sequences' sink, recent window and a prefill chunk, but at most half the bytes,
-// the rest quantized (all full-precision when the cache is not quantized). The cap keeps a small
-// pool from having no quantized page at all: its sequences could never leave the recent window.
-// With a band, band pages for each sequence's band and chunk, at most a quarter of the bytes.
+// `num_sequences` sequences' sink and recent window and a step of `step_tokens` new tokens among
+// them, but at most half the bytes, the rest quantized (all full-precision when the cache is not
+// quantized). The cap keeps a small pool from having no quantized page at all: its sequences
+// could never leave the recent window. With a band, band pages for each sequence's band and the
+// step's tokens, at most a quarter of the bytes.
 KvPageCounts capacity_for_bytes(const KvCacheConfig& config, const PageLayout& layout,
                                 int64_t num_layers, int64_t bytes, int64_t num_sequences,
-                                int64_t chunk_tokens);
+                                int64_t step_tokens);
 
 // Bits per stored K/V element: bytes actually allocated * 8 / (tokens * kv_heads * D * 2), per layer.
 double bits_per_element(const PageLayout& layout, const KvPageCounts& pages, int64_t num_tokens);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "format/documents.h"
 #include "tokenizer/tokenizer.h"
@@ -30,9 +31,32 @@ std::vector<int32_t> text_tokens(const std::string& path, const Tokenizer& token
   return tokens;
 }
 
+// A window of `length` tokens of `tokens` whose first token starts none of `requests`, searched
+// from a random offset onwards (and around).
+PlannedRequest warm_up_request(const std::vector<int32_t>& tokens, int64_t length,
+                               const std::vector<PlannedRequest>& requests, std::mt19937_64& rng,
+                               const std::string& text_path) {
+  std::set<int32_t> first_tokens;
+  for (const PlannedRequest& request : requests) first_tokens.insert(request.prompt.front());
+  const int64_t offsets = int64_t(tokens.size()) - length + 1;
+  const int64_t start = std::uniform_int_distribution<int64_t>(0, offsets - 1)(rng);
+  for (int64_t i = 0; i < offsets; ++i) {
+    const int64_t offset = (start + i) % offsets;
+    if (first_tokens.count(tokens[size_t(offset)]) != 0) continue;
+    PlannedRequest warm_up;
+    warm_up.prompt.assign(tokens.begin() + offset, tokens.begin() + offset + length);
+    warm_up.max_tokens = kWarmUpOutputTokens;
+    return warm_up;
+  }
+  fail(
+      "{}: every {}-token window of the text starts with a token a measured prompt starts with; no "
+      "warm-up request would leave the prefix cache cold",
+      text_path, length);
+}
+
 }  // namespace
 
-std::vector<PlannedRequest> plan_workload(const WorkloadOptions& o, const Tokenizer& tokenizer) {
+PlannedWorkload plan_workload(const WorkloadOptions& o, const Tokenizer& tokenizer) {
   require(o.num_requests >= 1, "--num-requests must be at least 1, got {}", o.num_requests);
   require(o.input_tokens >= 1 && o.output_tokens >= 1,
           "--input-len and --output-len must be at least 1");
@@ -64,7 +88,9 @@ std::vector<PlannedRequest> plan_workload(const WorkloadOptions& o, const Tokeni
     request.arrival_seconds = arrival;
     if (!std::isinf(o.request_rate)) arrival += gap(rng);
   }
-  return requests;
+  // Drawn after the measured requests, which stay what the seed gave them before.
+  PlannedRequest warm_up = warm_up_request(tokens, longest, requests, rng, o.text_path);
+  return {std::move(requests), std::move(warm_up)};
 }
 
 }  // namespace oscar

@@ -29,8 +29,19 @@ struct PlannedRequest {
   double arrival_seconds = 0;  // after the start of the run
 };
 
+// The requests a run measures, and one sent before the clock starts: it fails fast on a wrong URL,
+// key or length limit and pays the server's one-time costs (page faults, buffers grown to the
+// longest prompt). It is as long as the longest prompt, but starts with a token no measured prompt
+// starts with, so it leaves nothing in the prefix cache that a measured request could reuse.
+struct PlannedWorkload {
+  std::vector<PlannedRequest> requests;
+  PlannedRequest warm_up;
+};
+
+// The warm-up's generated tokens.
+inline constexpr int64_t kWarmUpOutputTokens = 4;
+
 // Throws Error naming the option at fault, or when the text holds too few tokens.
-std::vector<PlannedRequest> plan_workload(const WorkloadOptions& options,
-                                          const Tokenizer& tokenizer);
+PlannedWorkload plan_workload(const WorkloadOptions& options, const Tokenizer& tokenizer);
 
 }  // namespace oscar

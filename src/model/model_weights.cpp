@@ -136,9 +136,17 @@ uint64_t splitmix64(uint64_t x) {
 }
 
 // Uniform on [-a, a] with a = std * sqrt(3), so the values have the requested standard deviation.
+// Every operation rounds once in float32 (2 unit - 1 is exact, even as a fused multiply-add), so
+// bench/prefill_peer.py regenerates the same values in PyTorch.
 float uniform_value(uint64_t bits, float std) {
   const float unit = float(bits >> 40) * (1.0f / float(1ull << 24));  // [0, 1)
   return (2.0f * unit - 1.0f) * std * 1.7320508f;
+}
+
+// 1 + noise rounded once to float32: the sum is exact in double, so no compiler's contraction of
+// the product into the sum (a fused multiply-add) can change it.
+float norm_value(float noise) {
+  return float(1.0 + double(noise));
 }
 
 }  // namespace
@@ -162,7 +170,7 @@ ModelWeights make_random_model(const ModelConfig& config, uint64_t seed) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; ++i) {
       const float noise = uniform_value(splitmix64(stream + uint64_t(i)), is_norm ? 0.05f : 0.02f);
-      values[i] = float_to_bf16(is_norm ? 1.0f + noise : noise);
+      values[i] = float_to_bf16(is_norm ? norm_value(noise) : noise);
     }
     view.data = std::span<const std::byte>(buffer.data(), buffer.size());
     *spec.target = view;

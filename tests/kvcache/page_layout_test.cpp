@@ -111,9 +111,10 @@ TEST(ByteAccounting, FootprintCountsTheBand) {
   EXPECT_DOUBLE_EQ(bits_per_element(layout, pages, n) -
                        bits_per_element(make_page_layout(no_band, 8, 128), footprint_for_tokens(no_band, n), n),
                    12.0 * double(layout.band_page_bytes) * 8 / elements);
-  // A pool of bytes keeps band pages for every sequence's band and chunk.
+  // A pool of bytes keeps band pages for every sequence's band and the step's 512 new tokens:
+  // two straddled pages each, one band with the step's tokens, fifteen without and their last page.
   const KvPageCounts pool = capacity_for_bytes(c, layout, 36, int64_t(64) << 30, 16, 512);
-  EXPECT_EQ(pool.band, 16 * ((768 + 512 + 63) / 64 + 2));
+  EXPECT_EQ(pool.band, 16 * 2 + (768 + 512) / 64 + 15 * (768 / 64 + 1));
   EXPECT_LE(bytes_per_layer(pool, layout) * 36, int64_t(64) << 30);
 }
 
@@ -135,9 +136,10 @@ TEST(ByteAccounting, PoolOfBytesKeepsQuantizedPagesWhenSmall) {
   KvCacheConfig c = int2_config(128);
   c.page_size_tokens = 64;
   const PageLayout layout = make_page_layout(c, 8, 128);
-  // Large: full-precision pages for every sequence's sink, window and chunk, the rest quantized.
+  // Large: full-precision pages for every sequence's sink and window (and two straddled pages)
+  // and for the step's 512 new tokens once, the rest quantized.
   const KvPageCounts large = capacity_for_bytes(c, layout, 36, int64_t(64) << 30, 16, 512);
-  EXPECT_EQ(large.full, 16 * ((64 + 63) / 64 + (256 + 512 + 63) / 64 + 2));
+  EXPECT_EQ(large.full, 16 * (64 / 64 + 2) + (256 + 512) / 64 + 15 * (256 / 64 + 1));
   EXPECT_GT(large.quantized, 10 * large.full);
   // Small: 64 sequences would want all of it in full precision; half stays quantized.
   const int64_t small_bytes = int64_t(36) * 40 * layout.full_page_bytes;
@@ -145,6 +147,22 @@ TEST(ByteAccounting, PoolOfBytesKeepsQuantizedPagesWhenSmall) {
   EXPECT_EQ(small.full, 20);
   EXPECT_EQ(small.quantized, 20 * layout.full_page_bytes / layout.quantized_page_bytes);
   EXPECT_LE(bytes_per_layer(small, layout) * 36, small_bytes);
+}
+
+TEST(ByteAccounting, LongChunksAreCountedOncePerStepNotOncePerSequence) {
+  KvCacheConfig c = int2_config(128);
+  c.page_size_tokens = 64;
+  c.band_tokens = 768;
+  const PageLayout layout = make_page_layout(c, 8, 128);
+  // 64 sequences and a GPU step of one 8192-token chunk beside 64 decodes: the chunk's 129 pages
+  // once, where 64 chunks in flight would take 64 * 129 pages (half the pool, all of it bf16).
+  const int64_t step = 8192 + 64;
+  const KvPageCounts pool = capacity_for_bytes(c, layout, 36, int64_t(40) << 30, 64, step);
+  EXPECT_EQ(pool.full, 64 * (64 / 64 + 2) + (256 + step + 63) / 64 + 63 * (256 / 64 + 1));
+  EXPECT_EQ(pool.band, 64 * 2 + (768 + step + 63) / 64 + 63 * (768 / 64 + 1));
+  EXPECT_LT(8 * pool.full, 64 * (step / 64));
+  EXPECT_EQ(capacity_for_sequences(c, 100000, 64, step).full,
+            64 * (footprint_for_tokens(c, 100000).full + 1) + (step + 63) / 64 + 63);
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // A sequence's page table through reserve/commit steps, checked against the decode rule.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+
+#include <fmt/format.h>
 
 #include "kvcache/page_layout.h"
 #include "kvcache/sequence_pages.h"
@@ -107,6 +110,55 @@ TEST(PagePool, ReferenceCounts) {
   EXPECT_EQ(pool.free_pages(), 2);
   EXPECT_THROW(pool.release(*a), Error);
   EXPECT_THROW(pool.retain(7), Error);
+}
+
+// Pools sized for a step budget (capacity_for_sequences, capacity_for_bytes) hold sequences that
+// grow by any split of that budget at each step: a few long chunks, many short ones, decodes; a
+// sequence that reaches its length ends and a new prompt starts in its place.
+TEST(SequencePages, PoolsForAStepBudgetHoldEverySplitOfIt) {
+  const KvCacheConfig configs[] = {KvCacheConfig{}, small_int2(KvMethod::naive),
+                                   small_int2(KvMethod::kivi),
+                                   with_band(small_int2(KvMethod::naive), 100)};
+  const int64_t num_sequences = 5, tokens = 700, budget = 320;
+  for (const KvCacheConfig& c : configs) {
+    const PageLayout layout = make_page_layout(c, 2, 64);
+    const KvPageCounts counted = capacity_for_sequences(c, tokens, num_sequences, budget);
+    // Bytes enough that neither cap of capacity_for_bytes binds: only its page counts are tested.
+    KvPageCounts of_bytes =
+        capacity_for_bytes(c, layout, 1, int64_t(1) << 30, num_sequences, budget);
+    of_bytes.quantized = counted.quantized;
+    for (const KvPageCounts& capacity : {counted, of_bytes}) {
+      SCOPED_TRACE(describe(c) +
+                   fmt::format(": pools of {} full, {} band pages", capacity.full, capacity.band));
+      KvPagePools pools(capacity);
+      std::vector<SequencePages> sequences(num_sequences);
+      std::mt19937 rng(3);
+      for (int step = 0; step < 400; ++step) {
+        // The budget split among the sequences at random cut points, each piece cut to the
+        // sequence's length.
+        std::vector<int64_t> cuts = {0, budget};
+        for (int64_t s = 1; s < num_sequences; ++s)
+          cuts.push_back(std::uniform_int_distribution<int64_t>(0, budget)(rng));
+        std::sort(cuts.begin(), cuts.end());
+        std::vector<int64_t> counts(num_sequences);
+        for (int64_t s = 0; s < num_sequences; ++s) {
+          counts[size_t(s)] = std::min(cuts[size_t(s) + 1] - cuts[size_t(s)],
+                                       tokens - sequences[size_t(s)].num_tokens());
+          ASSERT_TRUE(sequences[size_t(s)].reserve(counts[size_t(s)], c, pools))
+              << "step " << step << ", sequence " << s << " at "
+              << sequences[size_t(s)].num_tokens() << " + " << counts[size_t(s)];
+        }
+        for (int64_t s = 0; s < num_sequences; ++s) {
+          SequencePages& sequence = sequences[size_t(s)];
+          sequence.commit(counts[size_t(s)], c, pools);
+          if (sequence.num_tokens() == tokens)
+            sequence.release_all(pools);  // a new prompt takes its place
+        }
+      }
+      for (SequencePages& sequence : sequences) sequence.release_all(pools);
+      EXPECT_EQ(pools.full.free_pages(), capacity.full);
+    }
+  }
 }
 
 }  // namespace

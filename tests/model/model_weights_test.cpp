@@ -127,5 +127,41 @@ TEST(ModelWeights, RandomWeightsAtRealShapes) {
   EXPECT_NEAR(std::sqrt(sum_squares / double(values.size())), 0.02, 0.002);
 }
 
+// bench/prefill_peer.py regenerates these weights in PyTorch and checks the same values at start-up
+// (TEST_VECTOR there): a change of the generator must change both. Seed 1, a Qwen3 layout (q/k
+// norms, untied LM head) at small shapes; a value depends on the seed, the tensor's place in the
+// checkpoint order and the element's index, not on the shapes.
+TEST(ModelWeights, RandomWeightsMatchThePeerScriptsTestVector) {
+  ModelConfig config =
+      load_model_config(testing::source_dir() + "/models/hf-configs/qwen3-8b.json");
+  config.vocab_size = 64;
+  config.hidden_size = 32;
+  config.intermediate_size = 48;
+  config.num_heads = 2;
+  config.num_kv_heads = 1;
+  config.head_dim = 16;
+  config.num_layers = 2;
+  const ModelWeights weights = make_random_model(config, 1);
+  struct Expected {
+    const TensorView* tensor;
+    std::vector<int64_t> indices;
+    std::vector<uint16_t> bits;
+  };
+  const std::vector<Expected> expected = {
+      {&weights.embed_tokens, {0, 1, 2, 1000}, {0xbc34, 0xbb89, 0x3d09, 0xbce8}},
+      {&weights.final_norm, {0, 1, 2, 20}, {0x3f81, 0x3f86, 0x3f83, 0x3f80}},
+      {&weights.lm_head, {0, 1, 2, 1000}, {0xbc3d, 0x3cbc, 0xbc80, 0x3b57}},
+      {&weights.layers[0].input_norm, {0, 1, 2, 20}, {0x3f70, 0x3f8b, 0x3f72, 0x3f6f}},
+      {&weights.layers[0].q_proj, {0, 1, 2, 1000}, {0x3c25, 0x3cee, 0x3d02, 0xba67}},
+      {&weights.layers[1].down_proj, {0, 1, 2, 1000}, {0xbcb0, 0x3cc7, 0x3b0f, 0x3c7b}},
+  };
+  for (const Expected& e : expected) {
+    const auto* bits = reinterpret_cast<const uint16_t*>(e.tensor->data.data());
+    for (size_t i = 0; i < e.indices.size(); ++i) {
+      EXPECT_EQ(bits[e.indices[i]], e.bits[i]) << e.tensor->name << "[" << e.indices[i] << "]";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace oscar

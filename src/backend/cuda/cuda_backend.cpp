@@ -17,6 +17,7 @@
 #include <cmath>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include "backend/cuda/attention_combine.h"
 #include "backend/cuda/decode_attention.h"
@@ -28,6 +29,7 @@
 #include "backend/cuda/kv_noise.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/page_tensor_map.h"
+#include "backend/cuda/phase_timer.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/q8_scale_table.h"
 #include "backend/cuda/step_graphs.h"
@@ -87,6 +89,8 @@ class CudaBackend final : public Backend {
   void forward(std::span<const SequenceStep> steps, StepLogits& logits, ActivationObserver* observer) override;
 
   void fill_kv_with_noise(uint64_t seed);
+  void set_phase_timing(bool enabled) { phases_.set_enabled(enabled); }
+  const ForwardPhaseTimes& phase_times() const { return phases_.times(); }
 
  private:
   void enqueue_step(const LaunchSizes& sizes, ActivationObserver* observer);
@@ -127,6 +131,7 @@ class CudaBackend final : public Backend {
   static constexpr int64_t kLogitSliceBytes = int64_t(2) << 20;  // a slice's logits at least (below: one slice)
   std::array<cudaEvent_t, kMaxLogitSlices + 1> logit_events_{};  // a slice done; the last: copies done
   StepGraphs graphs_;
+  PhaseTimer phases_;  // the benchmarks' per-phase GPU time (set_forward_phase_timing)
   StepPlanShape plan_shape_;
   int decode_grid_ = 0;
   int float_block_grid_ = 0;
@@ -217,6 +222,7 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
   sizes.key_groups = int64_t(plan.key_groups.size());
   sizes.migrate_first = plan.migrations_read_earlier_steps;
   const bool graph = observer == nullptr && plan.decode_only && plan_shape_.fast_decode;
+  phases_.start(!graph);
   if (graph) {
     // The recorded launches must serve every later step of this batch size.
     sizes.block_items = 0;
@@ -229,6 +235,7 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
     enqueue_step(sizes, observer);
   }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(forward)");
+  phases_.finish();
   logits.values = std::span<const float>(host_logits_.data(), size_t(logit_rows * config_.vocab_size));
   logits.rows = logit_rows;
   logits.vocab_size = config_.vocab_size;
@@ -240,16 +247,21 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
   const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
   const float eps = float(c.rms_norm_eps);
   Workspace& w = workspace_;
+  const int step_interval = phases_.begin(ForwardPhase::total, stream_);
   launch_embedding(step_.tokens(), rows, weights_.embedding.data(), c.hidden_size, w.hidden.data(), stream_);
   // One launch instead of one per layer: in a decode step the 36 small launches of Qwen3-8B took
   // 5.4 us each, 1.7% of the step at 32K x 8. (Run on a second stream beside the first layer's
   // work instead, it made the INT2 steps 1-4% slower on the H100.)
+  const int first_migration = phases_.begin(ForwardPhase::kv_write, stream_);
   if (sizes.migrate_first) enqueue_migration(0, c.num_layers, sizes);
+  phases_.end(first_migration, stream_);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const DeviceLayerWeights& lw = weights_.layers[size_t(layer)];
     launch_add_rms_norm(w.hidden.data(), layer == 0 ? nullptr : w.delta.data(), nullptr, rows, c.hidden_size,
                         lw.input_norm.data(), eps, w.normed.data(), stream_);
+    const int qkv_product = phases_.begin(ForwardPhase::linear, stream_);
     gemm_->linear(w.normed.data(), rows, lw.qkv.data(), qkv_width, c.hidden_size, w.qkv.data());
+    phases_.end(qkv_product, stream_);
     QkNormRopeArgs rope;
     rope.qkv = w.qkv.data();
     rope.row_stride = qkv_width;
@@ -274,19 +286,30 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
     write.full_pages = pages_->full(layer);
     write.key_rotations = lw.key_rotations.size() > 0 ? lw.key_rotations.data() : nullptr;
     write.rotated_queries = w.rotated_queries.data();
+    const int kv_write = phases_.begin(ForwardPhase::kv_write, stream_);
     launch_kv_write(write, rows, stream_);
     if (!sizes.migrate_first) enqueue_migration(layer, 1, sizes);
+    phases_.end(kv_write, stream_);
+    const int attention = phases_.begin(ForwardPhase::attention, stream_);
     enqueue_attention(layer, sizes);
+    phases_.end(attention, stream_);
+    const int o_product = phases_.begin(ForwardPhase::linear, stream_);
     gemm_->linear(w.attention.data(), rows, lw.o.data(), c.hidden_size, c.q_dim(), w.delta.data());
+    phases_.end(o_product, stream_);
     launch_add_rms_norm(w.hidden.data(), w.delta.data(), nullptr, rows, c.hidden_size,
                         lw.post_attention_norm.data(), eps, w.normed.data(), stream_);
+    const int mlp_products = phases_.begin(ForwardPhase::linear, stream_);
     gemm_->linear_swiglu(w.normed.data(), rows, lw.gate_up.data(), c.intermediate_size, c.hidden_size,
                          w.gate_up.data(), w.activation.data());
     gemm_->linear(w.activation.data(), rows, lw.down.data(), c.hidden_size, c.intermediate_size, w.delta.data());
+    phases_.end(mlp_products, stream_);
   }
   launch_add_rms_norm(w.hidden.data(), w.delta.data(), step_.logit_rows(), sizes.logit_rows, c.hidden_size,
                       weights_.final_norm.data(), eps, w.normed_logits.data(), stream_);
+  const int lm_head = phases_.begin(ForwardPhase::linear, stream_);
   enqueue_logits(sizes.logit_rows);
+  phases_.end(lm_head, stream_);
+  phases_.end(step_interval, stream_);
 }
 
 // The LM head over slices of the vocabulary, kLogitSliceBytes of logits or more each (up to
@@ -436,10 +459,30 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const Ba
   return std::make_unique<CudaBackend>(weights, options, rotations);
 }
 
+namespace {
+
+// The CUDA backend behind `backend` (const or not), for the benchmarks' functions; `what` names
+// the caller.
+template <typename AnyBackend>
+auto& as_cuda_backend(AnyBackend& backend, const char* what) {
+  using Cuda = std::conditional_t<std::is_const_v<AnyBackend>, const CudaBackend, CudaBackend>;
+  auto* cuda_backend = dynamic_cast<Cuda*>(&backend);
+  require(cuda_backend != nullptr, "{}: {} is not a CUDA backend", what, backend.device_name());
+  return *cuda_backend;
+}
+
+}  // namespace
+
 void fill_kv_cache_with_noise(Backend& backend, uint64_t seed) {
-  auto* cuda_backend = dynamic_cast<CudaBackend*>(&backend);
-  require(cuda_backend != nullptr, "fill_kv_cache_with_noise: {} is not a CUDA backend", backend.device_name());
-  cuda_backend->fill_kv_with_noise(seed);
+  as_cuda_backend(backend, "fill_kv_cache_with_noise").fill_kv_with_noise(seed);
+}
+
+void set_forward_phase_timing(Backend& backend, bool enabled) {
+  as_cuda_backend(backend, "set_forward_phase_timing").set_phase_timing(enabled);
+}
+
+ForwardPhaseTimes forward_phase_times(const Backend& backend) {
+  return as_cuda_backend(backend, "forward_phase_times").phase_times();
 }
 
 }  // namespace oscar

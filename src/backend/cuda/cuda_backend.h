@@ -22,4 +22,23 @@ std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const Ba
 // contexts without prefilling them. Throws when `backend` is not a CUDA backend.
 void fill_kv_cache_with_noise(Backend& backend, uint64_t seed);
 
+// GPU time of one forward's phases, in milliseconds, from CUDA events around their launches.
+struct ForwardPhaseTimes {
+  // Every launch of the step, from the embedding to the logits on the host.
+  double total_ms = 0;
+  // enqueue_attention: the decode and prefill attention kernels and the combine.
+  double attention_ms = 0;
+  // The new tokens' K/V written to pages, and the tokens leaving the window migrated.
+  double kv_write_ms = 0;
+  // The q|k|v, o, gate|up (+ SwiGLU) and down products; the LM head and its logits' copy.
+  double linear_ms = 0;
+};
+
+// Benchmarks only: times the phases of each later forward of a CUDA backend (off by default, and
+// free when off). A decode step replayed from a CUDA graph is not timed. Throws when `backend` is
+// not a CUDA backend.
+void set_forward_phase_timing(Backend& backend, bool enabled);
+// The phases of the last forward (zeros when it was not timed).
+ForwardPhaseTimes forward_phase_times(const Backend& backend);
+
 }  // namespace oscar

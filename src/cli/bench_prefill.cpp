@@ -1,0 +1,234 @@
+// oscar bench prefill: the time to first token of one long prompt on the CUDA backend, on random
+// bf16 weights of a models/hf-configs shape, with the bf16 cache and the INT2 cache in OSCAR's
+// default layout (q8 group parameters, error feedback, the 4-bit band). Each row prefills a fresh
+// sequence of L random token ids in chunks exactly as the engine runs a lone request
+// (bench_prefill_schedule.h), the last chunk returning the last token's logits. It reports the TTFT
+// (median of --repeats runs after a warm-up run), tokens/s, and from one more run with the
+// backend's phase timing (set_forward_phase_timing) the shares of the GPU time spent in attention
+// and in the linear layers and their TFLOP/s alone; the whole prefill's TFLOP/s are issue 40's
+// count over the TTFT (bench_prefill_rows.h). bench/prefill_peer.py times transformers and torch's
+// SDPA on the same weights, which --weight-checksums lets it check.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "cli/bench_gpu_common.h"
+#include "cli/bench_prefill_rows.h"
+#include "cli/bench_prefill_schedule.h"
+#include "cli/bench_weight_checksums.h"
+#include "cli/commands.h"
+#include "kvcache/page_layout.h"
+#include "model/model_weights.h"
+#include "util/error.h"
+#include "util/file_io.h"
+#include "util/statistics.h"
+
+#ifdef OSCAR_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace oscar::cli {
+namespace {
+
+struct BenchPrefillOptions {
+  std::string model = "qwen3-8b";
+  std::string prompt_lens = "4096,8192,16384,32768,65536,100000,131072";
+  std::string kv_dtypes = "bf16,int2";
+  int64_t chunk_tokens = kGpuPrefillChunkTokens;
+  int repeats = 3;
+  std::string json_path;
+  std::string weight_checksums_path;  // write the weights' checksums there instead of benchmarking
+};
+
+// The random weights every oscar GPU benchmark runs (and prefill_peer.py regenerates).
+constexpr uint64_t kWeightSeed = 1;
+
+void write_weight_checksums(const BenchPrefillOptions& o, const ModelConfig& config) {
+  const nlohmann::json root = {
+      {"model", o.model},
+      {"seed", kWeightSeed},
+      {"tensors", checksums_json(weight_checksums(make_random_model(config, kWeightSeed)))}};
+  write_file_atomically(o.weight_checksums_path, root.dump(1) + "\n");
+  fmt::print("{}: checksums of {}'s random weights (seed {}), {} tensors\n",
+             o.weight_checksums_path, o.model, kWeightSeed, root["tensors"].size());
+}
+
+#ifdef OSCAR_HAVE_CUDA
+
+// Device memory beyond the KV pages: the weights (bf16; the embedding and the LM head both
+// counted), the activations of a step of `chunk_tokens` rows, and a margin for the attention
+// kernels' buffers, cuBLAS and the CUDA context.
+int64_t bytes_besides_pages(const ModelConfig& c, int64_t chunk_tokens) {
+  const MatrixParams params = matrix_params(c);
+  const int64_t weights = 2 * (params.total() + c.vocab_size * c.hidden_size);
+  const int64_t float_row =
+      2 * c.hidden_size + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.intermediate_size;
+  const int64_t bf16_row = c.hidden_size + c.q_dim() + c.intermediate_size;
+  const int64_t activations = chunk_tokens * (4 * float_row + 2 * bf16_row);
+  return weights + activations + (int64_t(6) << 30);
+}
+
+// One prefill of `prompt`; with the phase timing on, `phases` sums its steps' phase times.
+double prefill_seconds(Backend& backend, const std::vector<int32_t>& prompt,
+                       const SchedulerOptions& schedule, ForwardPhaseTimes* phases,
+                       int64_t* chunks) {
+  set_forward_phase_timing(backend, phases != nullptr);
+  KvPagePools pools(backend.kv_capacity());
+  StepLogits logits;
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int64_t> planned = prefill_lone_prompt(
+      prompt, schedule, backend.kv_config(), pools, [&](const SequenceStep& step) {
+        backend.forward({&step, 1}, logits);
+        if (phases == nullptr) return;
+        const ForwardPhaseTimes step_phases = forward_phase_times(backend);
+        phases->total_ms += step_phases.total_ms;
+        phases->attention_ms += step_phases.attention_ms;
+        phases->kv_write_ms += step_phases.kv_write_ms;
+        phases->linear_ms += step_phases.linear_ms;
+      });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  set_forward_phase_timing(backend, false);
+  // A broken kernel shows here rather than as a fast time.
+  require(logits.rows == 1 && std::all_of(logits.values.begin(), logits.values.end(),
+                                          [](float v) { return std::isfinite(v); }),
+          "bench prefill: the last chunk of a {}-token prompt returned {} rows of logits, or "
+          "non-finite ones",
+          prompt.size(), logits.rows);
+  *chunks = int64_t(planned.size());
+  return seconds;
+}
+
+PrefillTimes time_prefill(Backend& backend, int64_t prompt_tokens, const SchedulerOptions& schedule,
+                          int repeats, int64_t* chunks) {
+  std::mt19937_64 rng{uint64_t(prompt_tokens)};
+  std::uniform_int_distribution<int32_t> token(0, int32_t(backend.model_config().vocab_size - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
+  for (int32_t& id : prompt) id = token(rng);
+  prefill_seconds(backend, prompt, schedule, nullptr, chunks);  // warm-up
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats; ++r)
+    seconds.push_back(prefill_seconds(backend, prompt, schedule, nullptr, chunks));
+  ForwardPhaseTimes phases;
+  prefill_seconds(backend, prompt, schedule, &phases, chunks);
+  PrefillTimes times;
+  times.ttft = median(seconds);
+  times.gpu = phases.total_ms / 1e3;
+  times.attention = phases.attention_ms / 1e3;
+  times.linear = phases.linear_ms / 1e3;
+  times.kv_write = phases.kv_write_ms / 1e3;
+  return times;
+}
+
+void run_rows(const BenchPrefillOptions& o, const ModelConfig& config) {
+  const TemporaryFile rotations(write_synthetic_oscar_rotations(config));
+  // OSCAR's defaults: q8 group parameters and the band (bench_kv_configs applies the rest).
+  const std::vector<KvCacheConfig> caches =
+      bench_kv_configs(o.kv_dtypes, ParamFormat::q8, std::to_string(kOscarBandTokens),
+                       config.head_dim, rotations.path);
+  const std::vector<int64_t> lengths = parse_int_list(o.prompt_lens);
+  for (const int64_t length : lengths)
+    require(length >= 1, "--prompt-lens: {} is not a prompt length", length);
+  // A lone request's steps: each a chunk of the prompt (Scheduler), as `oscar serve` runs it.
+  SchedulerOptions schedule;
+  schedule.max_num_seqs = 1;
+  schedule.prefill_chunk_tokens = o.chunk_tokens;
+  schedule.max_step_tokens = default_max_step_tokens(DeviceKind::cuda, o.chunk_tokens, 1);
+  const GpuDescription gpu = describe_gpu();
+  fmt::print("{} ({}); {}: {} layers, {:.2f} B matrix parameters; chunks of {} tokens\n", gpu.name,
+             gpu.driver, o.model, config.num_layers, double(matrix_params(config).total()) / 1e9,
+             o.chunk_tokens);
+  const auto started = std::chrono::steady_clock::now();
+  const ModelWeights weights = make_random_model(config, kWeightSeed);
+  fmt::print("random weights made in {:.1f} s\n",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  std::vector<nlohmann::json> rows;
+  for (const KvCacheConfig& kv : caches) {
+    const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
+    auto pool_bytes = [&](int64_t tokens) {
+      return bytes_per_layer(capacity_for_sequences(kv, tokens, 1, o.chunk_tokens), layout) *
+             config.num_layers;
+    };
+    // Pages for the longest prompt that fits beside the weights, allocated once.
+    const int64_t room = cuda_free_bytes() - bytes_besides_pages(config, o.chunk_tokens);
+    int64_t longest = 0;
+    for (const int64_t length : lengths) {
+      if (pool_bytes(length) <= room) longest = std::max(longest, length);
+    }
+    fmt::print("{}\n{}", describe(kv), prefill_table_header());
+    if (longest == 0) {
+      fmt::print("  skipped: no prompt's pages fit in {:.1f} GB\n", double(room) / 1e9);
+      continue;
+    }
+    BackendOptions options;
+    options.device = DeviceKind::cuda;
+    options.kv = kv;
+    options.capacity = capacity_for_sequences(kv, longest, 1, o.chunk_tokens);
+    auto backend = make_backend(weights, options);
+    for (const int64_t length : lengths) {
+      if (length > longest) {
+        fmt::print("{:<5} {:>7}   skipped: {:.1f} GB of pages do not fit in {:.1f} GB\n",
+                   to_string(kv.dtype), length, double(pool_bytes(length)) / 1e9,
+                   double(room) / 1e9);
+        continue;
+      }
+      PrefillRowKey key{gpu.name, o.model, kv, length, o.chunk_tokens, 0, o.repeats};
+      const PrefillTimes times = time_prefill(*backend, length, schedule, o.repeats, &key.chunks);
+      rows.push_back(prefill_row(config, key, times));
+      fmt::print("{}", prefill_table_line(rows.back()));
+    }
+  }
+  write_rows(o.json_path, gpu, rows);
+}
+#else
+void run_rows(const BenchPrefillOptions&, const ModelConfig&) {
+  fail("oscar bench prefill: this oscar was built without the CUDA backend");
+}
+#endif
+
+void run_bench_prefill(const BenchPrefillOptions& o) {
+  require(o.chunk_tokens >= 1, "--chunk-tokens must be at least 1, got {}", o.chunk_tokens);
+  require(o.repeats >= 1, "--repeats must be at least 1, got {}", o.repeats);
+  const ModelConfig config = hf_config(o.model);
+  if (o.weight_checksums_path.empty()) {
+    run_rows(o, config);
+  } else {
+    write_weight_checksums(o, config);
+  }
+}
+
+}  // namespace
+
+void register_bench_prefill(CLI::App& bench) {
+  auto options = std::make_shared<BenchPrefillOptions>();
+  CLI::App* command = bench.add_subcommand(
+      "prefill", "GPU time to first token of one long prompt, bf16 vs INT2 cache");
+  command->add_option("--model", options->model, "a models/hf-configs name")->capture_default_str();
+  command
+      ->add_option("--prompt-lens", options->prompt_lens,
+                   "prompt lengths in tokens, comma-separated")
+      ->capture_default_str();
+  command
+      ->add_option("--kv-dtypes", options->kv_dtypes,
+                   "the caches compared: bf16, int2 or both, comma-separated")
+      ->capture_default_str();
+  command
+      ->add_option("--chunk-tokens", options->chunk_tokens,
+                   "prompt tokens per step (the engine's --prefill-chunk)")
+      ->capture_default_str();
+  command
+      ->add_option("--repeats", options->repeats,
+                   "timed prefills per row (after one warm-up), the median taken")
+      ->capture_default_str();
+  command->add_option("--json", options->json_path, "write the rows as JSON");
+  command->add_option(
+      "--weight-checksums", options->weight_checksums_path,
+      "only write the checksums of the random weights as JSON (for bench/prefill_peer.py)");
+  command->callback([options] { run_bench_prefill(*options); });
+}
+
+}  // namespace oscar::cli

@@ -1,0 +1,67 @@
+#pragma once
+// The arithmetic of `oscar bench prefill`, apart from the GPU so that the CPU tests check it: the
+// work of prefilling L tokens by issue 40's count, and a result row from the times measured.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kvcache/kv_cache_config.h"
+#include "model/model_config.h"
+
+namespace oscar::cli {
+
+// Elements of the matrices the linear layers multiply by: every layer's q, k, v, o, gate, up and
+// down projections, and the LM head (the embedding's matrix where the model ties them).
+struct MatrixParams {
+  int64_t layers = 0;
+  int64_t lm_head = 0;
+  int64_t total() const { return layers + lm_head; }
+};
+MatrixParams matrix_params(const ModelConfig& config);
+
+// Floating-point operations of one prefill of L tokens (a multiply-add counts two).
+struct PrefillWork {
+  // Issue 40's count, the same for every engine compared: 2 params L for the linear layers (the LM
+  // head counted for all L tokens, though oscar and the peer run it for the last one only) and
+  // 2 L^2 head_dim q_heads layers for causal attention (QK^T and PV over the lower triangle).
+  double linear = 0;
+  double attention = 0;
+  // What oscar's matrix products compute: every layer's for all L tokens, the LM head for one row
+  // of logits a chunk. The linear layers' rate alone divides this by their time.
+  double linear_computed = 0;
+  double total() const { return linear + attention; }
+};
+PrefillWork prefill_work(const ModelConfig& config, int64_t prompt_tokens, int64_t logit_rows);
+
+// A prompt's prefill times in seconds: the wall time (median of the untimed runs), and the GPU time
+// of one run's steps and their phases (ForwardPhaseTimes summed over its chunks).
+struct PrefillTimes {
+  double ttft = 0;  // the first chunk's forward called to the last chunk's logits on the host
+  double gpu = 0;
+  double attention = 0;
+  double linear = 0;
+  double kv_write = 0;
+};
+
+// What a row measured.
+struct PrefillRowKey {
+  std::string device;
+  std::string model;
+  KvCacheConfig kv;
+  int64_t prompt_tokens = 0;
+  int64_t chunk_tokens = 0;
+  int64_t chunks = 0;
+  int repeats = 0;
+};
+
+// A JSON row: the key, the times, tokens/s, the phases' shares of the GPU time, and TFLOP/s of the
+// whole prefill over its TTFT, of attention over its time and of the linear layers over theirs.
+nlohmann::json prefill_row(const ModelConfig& config, const PrefillRowKey& key,
+                           const PrefillTimes& times);
+
+// The printed table: its header, and one line of a row.
+std::string prefill_table_header();
+std::string prefill_table_line(const nlohmann::json& row);
+
+}  // namespace oscar::cli
