@@ -12,8 +12,8 @@
 #include <cmath>
 #include <memory>
 #include <optional>
-#include <random>
 
+#include "cli/bench_attention_inputs.h"
 #include "cli/bench_gpu_common.h"
 #include "cli/commands.h"
 #include "util/error.h"
@@ -95,30 +95,13 @@ Measured measure(const ModelConfig& model, const KvCacheConfig& kv, int64_t cont
     device_steps.push_back(std::make_unique<DeviceStep>());
     device_steps.back()->upload(plan, nullptr);
   }
-  std::vector<float> host_queries(static_cast<size_t>(q_floats));
-  std::mt19937 generator(5);
-  std::uniform_real_distribution<float> uniform(-2.f, 2.f);
-  for (float& q : host_queries) q = uniform(generator);
-  DeviceBuffer<float> queries(host_queries.size());
-  check(cudaMemcpy(queries.data(), host_queries.data(), host_queries.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const DeviceBuffer<float> queries = random_device_queries(q_floats);
   DeviceBuffer<float> partials(size_t(partial_records * partial_record_floats(group, model.head_dim)));
   DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(q_floats));
   const DeviceBuffer<float> q8 = make_q8_scale_table();
   auto launch = [&](const DeviceStep& step) {
-    AttentionArgs args;
-    args.layout = layout;
-    args.sink_tokens = kv.sink_tokens;
-    args.full_pages = pages.full(0);
-    args.quantized_pages = pages.quantized(0);
-    args.band_layout = band_layout;
-    args.band_pages = pages.band(0);
-    step.fill_attention_args(args);
-    args.queries = queries.data();
-    args.partials = partials.data();
-    args.num_kv_heads = int(model.num_kv_heads);
-    args.group = group;
-    args.score_scale = attention_score_scale(model.head_dim);
-    args.q8_scales = q8.data();
+    const AttentionArgs args =
+        layer_attention_args(model, kv, layout, band_layout, pages, step, queries.data(), partials.data(), q8.data());
     launch_decode_attention(args, resident, nullptr);
     launch_attention_combine(step.combine(), batch, max_splits, partials.data(), int(model.num_kv_heads), group,
                              int(model.head_dim), out.data(), nullptr, nullptr);

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <memory>
-#include <random>
 
+#include "cli/bench_attention_inputs.h"
 #include "cli/bench_gpu_common.h"
 #include "cli/commands.h"
 #include "util/error.h"
@@ -103,14 +103,7 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
     chunks.push_back(std::move(c));
   }
   const int64_t q_floats = rows * model.num_heads * model.head_dim;
-  std::vector<float> host_queries(static_cast<size_t>(q_floats));
-  std::mt19937 generator(5);
-  std::uniform_real_distribution<float> uniform(-2.f, 2.f);
-  for (float& q : host_queries) q = uniform(generator);
-  DeviceBuffer<float> queries(host_queries.size());
-  check(cudaMemcpy(queries.data(), host_queries.data(), host_queries.size() * 4,
-                   cudaMemcpyHostToDevice),
-        "cudaMemcpy");
+  const DeviceBuffer<float> queries = random_device_queries(q_floats);
   DeviceBuffer<float> partials(
       size_t(partial_records * partial_record_floats(group, model.head_dim)));
   DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(q_floats));
@@ -122,21 +115,9 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
   const CUtensorMap scratch_map =
       make_page_tensor_map(scratch.data(), std::max<int64_t>(1, scratch_pages), layout);
   auto arguments = [&](const DeviceStep& step) {
-    AttentionArgs args;
-    args.layout = layout;
-    args.sink_tokens = kv.sink_tokens;
-    args.full_pages = pages.full(0);
-    args.quantized_pages = pages.quantized(0);
-    args.band_layout = band_layout;
-    args.band_pages = pages.band(0);
-    step.fill_attention_args(args);
+    AttentionArgs args =
+        layer_attention_args(model, kv, layout, band_layout, pages, step, queries.data(), partials.data(), q8.data());
     args.scratch_pages = scratch.data();
-    args.queries = queries.data();
-    args.partials = partials.data();
-    args.num_kv_heads = int(model.num_kv_heads);
-    args.group = group;
-    args.score_scale = attention_score_scale(model.head_dim);
-    args.q8_scales = q8.data();
     return args;
   };
   auto dequantize = [&](const Chunk& c, const AttentionArgs& args) {
