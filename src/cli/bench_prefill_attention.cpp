@@ -43,13 +43,13 @@ struct BenchPrefillAttentionOptions {
   std::string json_path;
 };
 
+#ifdef OSCAR_HAVE_CUDA
+using namespace oscar::cuda;
+
 // Attention FLOPs of a causal prefill of `tokens` tokens, one layer: 2 L^2 D H_q.
 double prefill_attention_flops(const ModelConfig& model, int64_t tokens) {
   return 2.0 * double(tokens) * double(tokens) * double(model.head_dim) * double(model.num_heads);
 }
-
-#ifdef OSCAR_HAVE_CUDA
-using namespace oscar::cuda;
 
 struct PrefillAttentionTiming {
   double time_us = 0;
@@ -115,8 +115,8 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
   const CUtensorMap scratch_map =
       make_page_tensor_map(scratch.data(), std::max<int64_t>(1, scratch_pages), layout);
   auto arguments = [&](const DeviceStep& step) {
-    AttentionArgs args =
-        layer_attention_args(model, kv, layout, band_layout, pages, step, queries.data(), partials.data(), q8.data());
+    AttentionArgs args = layer_attention_args(model, kv, layout, band_layout, pages, step,
+                                              queries.data(), partials.data(), q8.data());
     args.scratch_pages = scratch.data();
     return args;
   };
