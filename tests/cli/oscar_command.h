@@ -13,6 +13,10 @@ struct CommandResult {
   std::string stderr_text;
 };
 
+// The oscar program of this build tree.
+std::string oscar_program();
+// A shell command line, run to completion.
+CommandResult run_command(const std::string& command_line);
 // `arguments` go through the shell.
 CommandResult run_oscar(const std::string& arguments);
 
