@@ -33,6 +33,7 @@ class BackgroundOscar {
   std::string stderr_text() const;
   // Sends SIGTERM and returns the exit code (-1 when it did not exit within `timeout`).
   int terminate(std::chrono::seconds timeout);
+  pid_t pid() const { return pid_; }
 
  private:
   std::string stderr_path_;
