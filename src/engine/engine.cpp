@@ -144,6 +144,18 @@ void Engine::cancel(RequestId id) {
   if (sequences_.count(id) != 0) cancelled_.push_back(id);
 }
 
+double Engine::kv_cache_usage() const {
+  const KvPageCounts reclaimable = prefix_cache_ ? prefix_cache_->unpinned_pages() : KvPageCounts{};
+  double usage = 0;
+  for (const auto& [pool, cached] : {std::pair{&pools_.full, reclaimable.full},
+                                     std::pair{&pools_.quantized, reclaimable.quantized},
+                                     std::pair{&pools_.band, reclaimable.band}}) {
+    if (pool->capacity() > 0)
+      usage = std::max(usage, double(pool->used_pages() - cached) / pool->capacity());
+  }
+  return usage;
+}
+
 RequestOutput Engine::output_for(const Sequence& sequence) const {
   RequestOutput output;
   output.id = sequence.id;

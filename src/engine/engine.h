@@ -58,6 +58,9 @@ class Engine {
   void reset_prefix_cache() {
     if (prefix_cache_) prefix_cache_->evict_unpinned();
   }
+  // 0-1: the share of the fullest pool's pages that requests hold. Cached prefixes that no request
+  // uses count as free, as vLLM counts them: the cache gives them up when the pages are needed.
+  double kv_cache_usage() const;
   const EngineCounters& counters() const { return counters_; }
   int64_t max_model_len() const { return max_model_len_; }
   // The ids that have a token: a padded vocabulary's logit rows are longer (Qwen3's config says

@@ -216,6 +216,7 @@ void EngineService::publish_snapshot() {
   snapshot_.band_pages_used = pools.band.used_pages();
   snapshot_.band_pages_free = pools.band.free_pages();
   snapshot_.bits_per_element = tokens > 0 ? bits_per_element(layout, held, tokens) : 0.0;
+  snapshot_.kv_cache_usage = engine_->kv_cache_usage();
   snapshot_.generated_tokens = engine_->counters().generated_tokens;
   snapshot_.cached_prompt_tokens = engine_->counters().cached_prompt_tokens;
   snapshot_.preemptions = scheduler.preemptions();
