@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "backend/cpu/cpu_backend.h"
+#include "model/model_fingerprint.h"
 #include "model/model_weights.h"
 #include "quant/kv_rotations.h"
 #include "util/error.h"
@@ -15,17 +16,13 @@ namespace oscar {
 namespace {
 
 // The rotation a KV method applies: none, Hadamard (QuaRot) or the calibrated file (OSCAR).
-std::optional<KvRotations> rotations_for(const ModelConfig& config, const KvCacheConfig& kv) {
+std::optional<KvRotations> rotations_for(const ModelWeights& weights, const KvCacheConfig& kv) {
   if (!kv.rotates_keys()) return std::nullopt;
+  const ModelConfig& config = weights.config;
   if (kv.method == KvMethod::quarot) {
     return hadamard_rotations(config.num_layers, config.num_kv_heads, config.head_dim);
   }
-  RotationFileExpectations expected;
-  expected.num_layers = config.num_layers;
-  expected.num_kv_heads = config.num_kv_heads;
-  expected.head_dim = config.head_dim;
-  expected.model_config_hash = config.config_hash;
-  return load_kv_rotations(kv.rotations_path, expected);
+  return load_kv_rotations(kv.rotations_path, model_fingerprint(weights));
 }
 
 }  // namespace
@@ -53,7 +50,7 @@ DeviceKind default_device() { return cuda_available() ? DeviceKind::cuda : Devic
 
 std::unique_ptr<Backend> make_backend(const ModelWeights& weights, const BackendOptions& options) {
   validate(options.kv, weights.config.head_dim);
-  const std::optional<KvRotations> rotations = rotations_for(weights.config, options.kv);
+  const std::optional<KvRotations> rotations = rotations_for(weights, options.kv);
   const KvRotations* rotation_pointer = rotations ? &*rotations : nullptr;
   if (options.device == DeviceKind::cuda) {
 #ifdef OSCAR_HAVE_CUDA

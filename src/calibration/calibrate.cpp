@@ -124,8 +124,7 @@ CalibrationResult calibrate(Backend& backend, const std::vector<std::vector<int3
   store_rotations(value_covariance, config, r.per_head, r.value, r.value_eigenvalues,
                   result.max_orthogonality_error);
   for (const auto& sequence : sequences) result.calibration_tokens += int64_t(sequence.size());
-  r.metadata = {{"model_config_hash", config.config_hash},
-                {"method", "oscar"},
+  r.metadata = {{"method", "oscar"},
                 {"group_size", std::to_string(options.group_size)},
                 {"clip_ratio_k", fmt::format("{:.4f}", options.clip_ratio_k)},
                 {"clip_ratio_v", fmt::format("{:.4f}", options.clip_ratio_v)},

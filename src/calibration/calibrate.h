@@ -47,6 +47,8 @@ struct CalibrationResult {
 };
 
 // `backend` must hold an unrotated, unquantized cache (bf16 or f32) large enough for one sequence.
+// The backend does not know the weights' hash: the caller records the model (record_model) in the
+// rotations before it saves them.
 CalibrationResult calibrate(Backend& backend, const std::vector<std::vector<int32_t>>& sequences,
                             std::span<const int32_t> held_out, const CalibrationOptions& options);
 

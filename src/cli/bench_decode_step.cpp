@@ -96,9 +96,6 @@ StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int64_t 
 
 void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const ModelConfig config = hf_config(o.model);
-  const TemporaryFile rotations(write_synthetic_oscar_rotations(config));
-  const std::vector<KvCacheConfig> caches =
-      bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens, config.head_dim, rotations.path);
   const GpuDescription gpu = describe_gpu();
   fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {}: {} layers, {:.2f} GB of matrices\n", gpu.name, gpu.driver,
              gpu.copy_gbps, o.model, config.num_layers, double(matrix_bytes(config)) / 1e9);
@@ -106,6 +103,10 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const ModelWeights weights = make_random_model(config, 1);
   fmt::print("random weights made in {:.1f} s\n",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  const TemporaryFile rotations(write_synthetic_oscar_rotations(weights));  // made for these weights
+  const std::vector<KvCacheConfig> caches =
+      bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens,
+                       config.head_dim, rotations.path);
   const std::vector<int64_t> contexts = parse_int_list(o.contexts), batches = parse_int_list(o.batches);
   std::vector<nlohmann::json> rows;
   for (const KvCacheConfig& kv : caches) {

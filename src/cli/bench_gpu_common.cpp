@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/model_options.h"
+#include "model/model_fingerprint.h"
 #include "quant/kv_rotations.h"
 #include "util/error.h"
 #include "util/file_io.h"
@@ -154,13 +155,14 @@ double median_launch_us(const std::function<void(int)>& launch, int iterations) 
 #endif
 }
 
-std::string write_synthetic_oscar_rotations(const ModelConfig& config) {
+std::string write_synthetic_oscar_rotations(const ModelWeights& weights) {
+  const ModelConfig& config = weights.config;
   KvRotations r = hadamard_rotations(config.num_layers, config.num_kv_heads, config.head_dim);
   r.key_eigenvalues.resize(r.key.size() / size_t(config.head_dim));
   for (size_t i = 0; i < r.key_eigenvalues.size(); ++i) {
     r.key_eigenvalues[i] = float(std::pow(0.95, double(i % size_t(config.head_dim))));
   }
-  r.metadata["model_config_hash"] = config.config_hash;
+  record_model(model_fingerprint(weights), r);
   const std::string path =
       (std::filesystem::temp_directory_path() / fmt::format("oscar-bench-rotations-{}.safetensors", getpid())).string();
   save_kv_rotations(path, r);

@@ -14,6 +14,7 @@
 #include "kvcache/page_pool.h"
 #include "kvcache/sequence_pages.h"
 #include "model/model_config.h"
+#include "model/model_weights.h"
 #include "util/statistics.h"
 
 namespace oscar::cli {
@@ -46,10 +47,10 @@ std::vector<KvCacheConfig> bench_kv_configs(const std::string& dtypes, ParamForm
 // median of five such runs after three warm-up launches.
 double median_launch_us(const std::function<void(int)>& launch, int iterations);
 
-// A rotations file for a model shape that was never calibrated (random weights): Hadamard
-// rotations and a geometric query spectrum, written to a temporary file whose path is returned.
-// The kernels' work does not depend on the values.
-std::string write_synthetic_oscar_rotations(const ModelConfig& config);
+// A rotations file for random weights, which were never calibrated: Hadamard rotations and a
+// geometric query spectrum, written to a temporary file whose path is returned. The kernels' work
+// does not depend on the values.
+std::string write_synthetic_oscar_rotations(const ModelWeights& weights);
 
 // A file removed when this goes out of scope, however the run ends (the rotations file of
 // write_synthetic_oscar_rotations, read by the backends).

@@ -125,11 +125,6 @@ PrefillTimes time_prefill(Backend& backend, int64_t prompt_tokens, const Schedul
 }
 
 void run_rows(const BenchPrefillOptions& o, const ModelConfig& config) {
-  const TemporaryFile rotations(write_synthetic_oscar_rotations(config));
-  // OSCAR's defaults: q8 group parameters and the band (bench_kv_configs applies the rest).
-  const std::vector<KvCacheConfig> caches =
-      bench_kv_configs(o.kv_dtypes, ParamFormat::q8, std::to_string(kOscarBandTokens),
-                       config.head_dim, rotations.path);
   const std::vector<int64_t> lengths = parse_int_list(o.prompt_lens);
   for (const int64_t length : lengths)
     require(length >= 1, "--prompt-lens: {} is not a prompt length", length);
@@ -146,6 +141,11 @@ void run_rows(const BenchPrefillOptions& o, const ModelConfig& config) {
   const ModelWeights weights = make_random_model(config, kWeightSeed);
   fmt::print("random weights made in {:.1f} s\n",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  const TemporaryFile rotations(write_synthetic_oscar_rotations(weights));  // made for these weights
+  // OSCAR's defaults: q8 group parameters and the band (bench_kv_configs applies the rest).
+  const std::vector<KvCacheConfig> caches =
+      bench_kv_configs(o.kv_dtypes, ParamFormat::q8, std::to_string(kOscarBandTokens),
+                       config.head_dim, rotations.path);
   std::vector<nlohmann::json> rows;
   for (const KvCacheConfig& kv : caches) {
     const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);

@@ -9,6 +9,7 @@
 #include "cli/model_session.h"
 #include "format/documents.h"
 #include "kvcache/page_layout.h"
+#include "model/model_fingerprint.h"
 #include "tokenizer/corpus.h"
 #include "util/error.h"
 
@@ -32,17 +33,24 @@ struct CalibrateOptions {
   std::string scale_format = "f16";
 };
 
+// The testbed's calibration text: 400 documents of English technical documentation and C source.
+std::string default_calibration_text() {
+  return default_model_dir() + "/calib.xz";
+}
+
 void run_calibrate(const CalibrateOptions& o) {
-  require(!o.data.empty(), "--data: give at least one calibration text file");
   require(o.tokens >= 16 && o.sequence_length >= 16, "--tokens and --seq-len must be at least 16");
   ModelOptions model_options;
   model_options.model_dir = o.model_dir;
   model_options.device = o.device;
   model_options.threads = o.threads;
   const ModelSession session = open_model(model_options);  // bf16 cache, no rotation
+  const std::string output =
+      o.output.empty() ? default_rotations_path(session.model_dir) : o.output;
 
   std::vector<std::string> documents;
-  for (const std::string& path : o.data) {
+  for (const std::string& path :
+       o.data.empty() ? std::vector{default_calibration_text()} : o.data) {
     auto more = read_documents(path);
     documents.insert(documents.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
@@ -73,12 +81,13 @@ void run_calibrate(const CalibrateOptions& o) {
   options.clip_ratio_v = o.clip_v;
   options.param_format = parse_param_format(o.scale_format);
   options.chunk_tokens = std::min<int64_t>(o.sequence_length, 2048);
-  const CalibrationResult result = calibrate(*backend, sequences, held_out, options);
-  save_kv_rotations(o.output, result.rotations);
+  CalibrationResult result = calibrate(*backend, sequences, held_out, options);
+  record_model(model_fingerprint(session.weights), result.rotations);
+  save_kv_rotations(output, result.rotations);
 
-  fmt::print("wrote {}: {} rotations per layer, {} calibration tokens, max |R R^T - I| = {:.2e}\n", o.output,
-             result.rotations.per_head ? "per-KV-head" : "one shared", result.calibration_tokens,
-             result.max_orthogonality_error);
+  fmt::print("wrote {}: {} rotations per layer, {} calibration tokens, max |R R^T - I| = {:.2e}\n",
+             output, result.rotations.per_head ? "per-KV-head" : "one shared",
+             result.calibration_tokens, result.max_orthogonality_error);
   fmt::print("held-out attention error at INT{} g{} (clip {:.2f}/{:.2f}), {} tokens, OSCAR vs Hadamard only:\n",
              options.bits, options.group_size, options.clip_ratio_k, options.clip_ratio_v, held_out.size());
   fmt::print("| layer | logits OSCAR | logits Hadamard | outputs OSCAR | outputs Hadamard |\n|---|---|---|---|---|\n");
@@ -95,9 +104,16 @@ void register_calibrate(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* command = app.add_subcommand("calibrate", "Compute OSCAR key/value rotations from calibration text");
   command->add_option("--model", o->model_dir, "model directory (default: the testbed model)");
-  command->add_option("--data", o->data, "calibration text: .xz (0x1e-separated), .jsonl or plain text")
-      ->required();
-  command->add_option("--out", o->output, "rotations file to write (safetensors)")->required();
+  command->add_option(
+      "--data", o->data,
+      "calibration text: .xz (0x1e-separated), .jsonl or plain text (default: the testbed's "
+      "calib.xz, English technical documentation and C source; text of the model's own "
+      "domain calibrates it best)");
+  command->add_option(
+      "--out", o->output,
+      fmt::format("rotations file to write (default: {} in the model directory, where the "
+                  "other commands look for it)",
+                  kRotationsFileName));
   command->add_option("--tokens", o->tokens, "calibration tokens")->capture_default_str();
   command->add_option("--seq-len", o->sequence_length, "tokens per calibration sequence")->capture_default_str();
   command->add_option("--held-out-tokens", o->held_out_tokens, "tokens for the error report")->capture_default_str();

@@ -5,6 +5,7 @@
 namespace oscar::cli {
 namespace {
 int g_exit_code = 0;
+std::string g_program_path = "oscar";
 }  // namespace
 
 void register_commands(CLI::App& app) {
@@ -16,6 +17,13 @@ void register_commands(CLI::App& app) {
 }
 
 int omp_threads() { return omp_get_max_threads(); }
+
+void set_program_path(const char* path) {
+  if (path != nullptr && *path != '\0') g_program_path = path;
+}
+const std::string& program_path() {
+  return g_program_path;
+}
 
 int exit_code() { return g_exit_code; }
 void set_exit_code(int code) { g_exit_code = code; }

@@ -1,4 +1,6 @@
 #pragma once
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace oscar::cli {
@@ -22,6 +24,9 @@ void register_bench_decode_step(CLI::App& bench);       // GPU
 void register_bench_linear(CLI::App& bench);            // GPU
 void register_bench_prefill(CLI::App& bench);           // GPU
 void register_bench_prefill_attention(CLI::App& bench);  // GPU
+// The program as the user ran it (argv[0]), for the commands that messages tell them to run.
+void set_program_path(const char* path);
+const std::string& program_path();
 int exit_code();
 int omp_threads();  // threads the CPU backend uses by default
 void set_exit_code(int code);

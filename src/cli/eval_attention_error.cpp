@@ -9,10 +9,12 @@
 #include "cli/eval_common.h"
 #include "eval/attention_error.h"
 #include "eval/svg_plot.h"
+#include "model/model_fingerprint.h"
 #include "model/value_error_feedback.h"
 #include "quant/kv_rotations.h"
 #include "tokenizer/corpus.h"
 #include "util/error.h"
+#include "util/file_io.h"
 
 namespace oscar::cli {
 namespace {
@@ -30,13 +32,22 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
   ModelOptions reference_options = o.model;
   reference_options.kv_dtype = "f32";
   reference_options.kv_method = "naive";
+  reference_options.kv_rotations.clear();
   reference_options.device = "cpu";
   const ModelSession session = open_model(reference_options);
   const ModelConfig& model = session.weights.config;
+  // OSCAR's rows need rotations: --kv-rotations, else the model's own file where there is one.
+  std::string rotations_path = o.model.kv_rotations;
+  if (rotations_path.empty() && file_exists(default_rotations_path(session.model_dir))) {
+    rotations_path = default_rotations_path(session.model_dir);
+  }
   std::optional<KvRotations> oscar;
-  if (!o.model.kv_rotations.empty()) {
-    oscar = load_kv_rotations(o.model.kv_rotations, {model.num_layers, model.num_kv_heads, model.head_dim,
-                                                     model.config_hash});
+  if (rotations_path.empty()) {
+    fmt::print(stderr, "[oscar] no OSCAR rows: {} has no rotations (make them with: {})\n",
+               session.model_dir, calibrate_command(session.model_dir));
+  } else {
+    check_rotations_file(session, rotations_path);
+    oscar = load_kv_rotations(rotations_path, model_fingerprint(session.weights));
   }
   std::vector<AttentionErrorMethod> methods;
   KvCacheConfig bf16;

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   CLI::App app{"oscar: LLM inference with a 2-bit OSCAR KV cache"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "oscar 0.1.0");
+  oscar::cli::set_program_path(argv[0]);
   oscar::cli::register_commands(app);
   try {
     app.parse(argc, argv);

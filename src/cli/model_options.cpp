@@ -1,9 +1,50 @@
 #include "cli/model_options.h"
 
+#include "cli/commands.h"
+#include "quant/kv_rotations.h"
 #include "util/error.h"
 #include "util/file_io.h"
 
 namespace oscar::cli {
+namespace {
+
+// `text` as one word of a POSIX shell command line.
+std::string shell_quote(const std::string& text) {
+  if (!text.empty() &&
+      text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                             "_-./=:+,@%") == std::string::npos) {
+    return text;
+  }
+  std::string quoted = "'";
+  for (const char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// The rotations an OSCAR cache reads: --kv-rotations, else the file beside the model. A file
+// given to a cache that reads none is an error, not ignored.
+std::string rotations_path(const ModelOptions& o, const KvCacheConfig& c,
+                           const std::string& model_dir) {
+  const bool reads_rotations = c.method == KvMethod::oscar && c.quantized();
+  if (!o.kv_rotations.empty()) {
+    require(
+        reads_rotations,
+        "--kv-rotations {}: --kv-cache-dtype {} with --kv-method {} reads no rotations file (only "
+        "--kv-method oscar with int2 or int4 does)",
+        o.kv_rotations, to_string(c.dtype), to_string(c.method));
+    return o.kv_rotations;
+  }
+  if (!reads_rotations) return "";
+  const std::string path = default_rotations_path(model_dir);
+  require(
+      file_exists(path),
+      "--kv-cache-dtype {} stores keys and values with OSCAR (--kv-method oscar), whose rotations "
+      "are calibrated for each model, and {} has none yet ({} is absent). Give --kv-rotations "
+      "FILE, or another --kv-method (naive, quarot, kivi), or make them with: {}",
+      to_string(c.dtype), model_dir, path, calibrate_command(model_dir));
+  return path;
+}
+
+}  // namespace
 
 void add_model_options(CLI::App& command, ModelOptions& o) {
   command.add_option("--model", o.model_dir,
@@ -13,9 +54,14 @@ void add_model_options(CLI::App& command, ModelOptions& o) {
   command.add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
   command.add_option("--kv-cache-dtype", o.kv_dtype, "KV cache format: bf16, int2, int4 (f32: CPU reference)")
       ->capture_default_str();
-  command.add_option("--kv-method", o.kv_method, "quantization method: naive, quarot, kivi, oscar")
-      ->capture_default_str();
-  command.add_option("--kv-rotations", o.kv_rotations, "OSCAR rotations file (from `oscar calibrate`)");
+  command.add_option(
+      "--kv-method", o.kv_method,
+      "quantization method: naive, quarot, kivi, oscar (default: oscar for int2 and int4)");
+  command.add_option(
+      "--kv-rotations", o.kv_rotations,
+      fmt::format("OSCAR rotations file (from `oscar calibrate`; default: {} in the model "
+                  "directory)",
+                  kRotationsFileName));
   command.add_option("--kv-group-size", o.kv_group_size,
                      "channels per quantization group (KIVI keys: tokens per group): 32, 64 or 128")
       ->capture_default_str();
@@ -60,11 +106,22 @@ std::string model_dir_or_default(const ModelOptions& options) {
   return dir;
 }
 
-KvCacheConfig kv_cache_config(const ModelOptions& o) {
+std::string default_rotations_path(const std::string& model_dir) {
+  return model_dir + "/" + kRotationsFileName;
+}
+
+std::string calibrate_command(const std::string& model_dir) {
+  return fmt::format("{} calibrate --model {}", shell_quote(program_path()),
+                     shell_quote(model_dir));
+}
+
+KvCacheConfig kv_cache_config(const ModelOptions& o, const std::string& model_dir) {
   KvCacheConfig c;
   c.dtype = parse_kv_dtype(o.kv_dtype);
-  c.method = parse_kv_method(o.kv_method);
-  c.rotations_path = o.kv_rotations;
+  // A quantized cache is OSCAR's unless told: what the project is for, and what a user of
+  // `--kv-cache-dtype int2` expects.
+  c.method = parse_kv_method(o.kv_method.value_or(c.quantized() ? "oscar" : "naive"));
+  c.rotations_path = rotations_path(o, c, model_dir);
   c.group_size = o.kv_group_size;
   apply_quantization_options(o, c);
   c.sink_tokens = o.kv_sink_tokens;
@@ -75,9 +132,8 @@ KvCacheConfig kv_cache_config(const ModelOptions& o) {
   // backends). The baselines keep their published layout unless told.
   const bool oscar_int2 = c.method == KvMethod::oscar && c.dtype == KvDtype::int2;
   c.band_tokens = o.kv_band_tokens.value_or(oscar_int2 ? kOscarBandTokens : 0);
-  c.page_size_tokens = o.kv_page_size.value_or(c.keys_per_channel() ? std::max(64, c.group_size) : 64);
-  require(c.method != KvMethod::oscar || !c.rotations_path.empty() || !c.quantized(),
-          "--kv-method oscar needs --kv-rotations FILE (made by `oscar calibrate`)");
+  c.page_size_tokens =
+      o.kv_page_size.value_or(c.keys_per_channel() ? std::max(64, c.group_size) : 64);
   return c;
 }
 

@@ -17,8 +17,8 @@ struct ModelOptions {
   std::string device = "auto";
   int threads = 0;
   std::string kv_dtype = "bf16";
-  std::string kv_method = "naive";
-  std::string kv_rotations;
+  std::optional<std::string> kv_method;  // default: oscar for int2 and int4, else naive
+  std::string kv_rotations;              // default: kRotationsFileName beside the model (oscar)
   int kv_group_size = 128;
   std::optional<std::string> kv_scale_format;  // default: q8 for oscar, f16 otherwise
   std::optional<float> kv_clip_k;
@@ -38,7 +38,15 @@ void add_model_options(CLI::App& command, ModelOptions& options);
 std::string default_model_dir();
 std::string model_dir_or_default(const ModelOptions& options);
 
-KvCacheConfig kv_cache_config(const ModelOptions& options);  // throws Error naming the flag
+// The cache the options choose for the model in `model_dir`. An OSCAR cache without --kv-rotations
+// reads the file `oscar calibrate` writes beside the model; when that is absent, the Error holds
+// the command that makes it. Throws Error naming the flag at fault.
+KvCacheConfig kv_cache_config(const ModelOptions& options, const std::string& model_dir);
+// Where `oscar calibrate` writes a model's rotations unless told, and where the other commands
+// look for them.
+std::string default_rotations_path(const std::string& model_dir);
+// The command line that writes them there, for this program as the user ran it.
+std::string calibrate_command(const std::string& model_dir);
 // The quantization settings (group parameter format, clip ratios, clip search) of `c.method`
 // under the user's options.
 void apply_quantization_options(const ModelOptions& options, KvCacheConfig& c);

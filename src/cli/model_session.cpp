@@ -3,22 +3,34 @@
 #include <fmt/format.h>
 
 #include "kvcache/page_layout.h"
+#include "model/model_fingerprint.h"
+#include "util/error.h"
 
 namespace oscar::cli {
 
 ModelSession open_model(const ModelOptions& options) {
   ModelSession session;
   session.model_dir = model_dir_or_default(options);
-  session.kv = kv_cache_config(options);
+  session.kv = kv_cache_config(options, session.model_dir);
   session.device = device_kind(options);
   session.threads = options.threads;
   session.weights = load_model(session.model_dir);
   validate(session.kv, session.weights.config.head_dim);
+  if (!session.kv.rotations_path.empty()) check_rotations_file(session, session.kv.rotations_path);
   session.tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(session.model_dir));
   for (const int64_t id : load_eos_token_ids(session.model_dir, session.weights.config)) {
     session.eos_token_ids.push_back(int32_t(id));
   }
   return session;
+}
+
+void check_rotations_file(const ModelSession& session, const std::string& path) {
+  try {
+    check_rotations_model(path, model_fingerprint(session.weights));
+  } catch (const Error& error) {
+    fail("{}. Make this model's rotations with: {}", error.what(),
+         calibrate_command(session.model_dir));
+  }
 }
 
 std::unique_ptr<Engine> make_engine(const ModelSession& session, KvPageCounts capacity,

@@ -22,7 +22,12 @@ struct ModelSession {
   int threads = 0;
 };
 
+// Opens the model; an OSCAR cache's rotations file must have been calibrated on it.
 ModelSession open_model(const ModelOptions& options);
+
+// Throws Error when the rotations file at `path` was made for another model, or records none; the
+// message ends with the command that calibrates this one.
+void check_rotations_file(const ModelSession& session, const std::string& path);
 
 std::unique_ptr<Engine> make_engine(const ModelSession& session, KvPageCounts capacity,
                                     EngineOptions engine_options);

@@ -9,12 +9,27 @@
 #include "util/error.h"
 
 namespace oscar::cli {
+namespace {
+
+constexpr int64_t kGiB = int64_t(1) << 30;
+// The CPU's KV pool unless told: vLLM's CPU backend's default (VLLM_CPU_KVCACHE_SPACE). Sized from
+// the machine's memory instead, it took half of it, however small the model.
+constexpr int64_t kDefaultCpuPoolBytes = 4 * kGiB;
+
+int64_t default_pool_bytes(DeviceKind device, double fraction) {
+  const int64_t share = int64_t(fraction * double(device_free_bytes(device)));
+  return device == DeviceKind::cpu ? std::min(kDefaultCpuPoolBytes, share) : share;
+}
+
+}  // namespace
 
 void add_serving_options(CLI::App& command, ServingOptions& o) {
   add_model_options(command, o.model);
   command.add_option("--max-num-seqs", o.max_num_seqs, "sequences in the running batch")
       ->capture_default_str();
-  command.add_option("--kv-pool-gb", o.kv_pool_gb, "KV cache pool size in GiB");
+  command.add_option("--kv-pool-gb", o.kv_pool_gb,
+                     "KV cache pool size in GiB (default: on a GPU, --kv-pool-fraction of its free "
+                     "memory; on the CPU, 4 GiB or that fraction of available memory if less)");
   command
       .add_option("--kv-pool-fraction", o.kv_pool_fraction,
                   "KV pool as a fraction of free device memory (when --kv-pool-gb is not given)")
@@ -35,9 +50,8 @@ std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpSer
   const ModelConfig& model = session.weights.config;
   const int64_t max_model_len =
       o.max_model_len > 0 ? o.max_model_len : model.max_position_embeddings;
-  const int64_t pool_bytes =
-      o.kv_pool_gb ? int64_t(*o.kv_pool_gb * double(1ull << 30))
-                   : int64_t(o.kv_pool_fraction * double(device_free_bytes(session.device)));
+  const int64_t pool_bytes = o.kv_pool_gb ? int64_t(*o.kv_pool_gb * double(kGiB))
+                                          : default_pool_bytes(session.device, o.kv_pool_fraction);
   EngineOptions engine_options;
   engine_options.scheduler = scheduler_options(o.step_tokens, session.device, o.max_num_seqs);
   engine_options.max_model_len = max_model_len;
@@ -55,12 +69,15 @@ std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpSer
   local->server = std::make_unique<BackgroundServer>(make_engine(session, capacity, engine_options),
                                                      std::move(served), http);
   local->model_name = name;
+  const double allocated_gib =
+      double(bytes_per_layer(capacity, layout) * model.num_layers) / double(kGiB);
   local->description = fmt::format(
-      "{}, KV {}, pool {} bf16 + {} quantized{} pages, {} max sequences, context {}, "
+      "{}, KV {}, pool {:.2f} GiB: {} bf16 + {} quantized{} pages, {} max sequences, context {}, "
       "prefill chunk {}, step {} tokens",
-      session.device == DeviceKind::cuda ? "cuda" : "cpu", describe(session.kv), capacity.full,
-      capacity.quantized, session.kv.has_band() ? fmt::format(" + {} band", capacity.band) : "",
-      o.max_num_seqs, max_model_len, engine_options.scheduler.prefill_chunk_tokens,
+      session.device == DeviceKind::cuda ? "cuda" : "cpu", describe(session.kv), allocated_gib,
+      capacity.full, capacity.quantized,
+      session.kv.has_band() ? fmt::format(" + {} band", capacity.band) : "", o.max_num_seqs,
+      max_model_len, engine_options.scheduler.prefill_chunk_tokens,
       engine_options.scheduler.max_step_tokens);
   return local;
 }

@@ -13,6 +13,55 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// What one chunk's logits rows give its sequence.
+struct SampledRows {
+  int64_t start = 0;      // the chunk's first position
+  bool all_rows = false;  // a row of logits for every token of the chunk (prompt log-probabilities)
+  int64_t first_row = 0;
+  int64_t rows = 0;
+  int32_t token = -1;  // -1: nothing sampled
+  float logprob = 0;
+  std::vector<TokenLogprob> top;  // the most likely tokens at this position, where asked for
+  std::string error;              // what went wrong for this sequence alone
+};
+
+// A step's logits rows, each cut to the ids that have a token.
+struct LogitRows {
+  const StepLogits& logits;
+  size_t row_size = 0;
+  std::span<const float> operator()(int64_t row) const { return {logits.row(row), row_size}; }
+};
+
+// The prompt's log-probabilities where asked for, and the next token where the prompt is done.
+void score_and_sample(Sequence& sequence, const LogitRows& logits_row,
+                      const JsonTokenMask* json_mask, SampledRows& s) {
+  if (s.all_rows) {
+    const int32_t top = sequence.request.logprobs ? sequence.request.top_logprobs : 0;
+    for (int64_t i = 0; i < s.rows; ++i) {
+      const int64_t next = s.start + i + 1;
+      // Positions already scored (before a preemption) are not scored again.
+      if (next < sequence.prompt_size() && size_t(next - 1) == sequence.prompt_logprobs.size()) {
+        const std::span<const float> scores = logits_row(s.first_row + i);
+        sequence.prompt_logprobs.push_back(token_logprob(scores, sequence.tokens[size_t(next)]));
+        if (top > 0) sequence.prompt_top_logprobs.push_back(top_logprobs(scores, top));
+      }
+    }
+  }
+  if (sequence.uncomputed() == 0 && sequence.request.stop.max_tokens > 0) {
+    const std::span<const float> last = logits_row(s.first_row + s.rows - 1);
+    std::vector<int32_t>& excluded = sequence.excluded_tokens;
+    excluded.clear();
+    if (!sequence.may_stop()) excluded = sequence.request.stop.stop_token_ids;
+    if (sequence.json) json_mask->exclude(*sequence.json, excluded);
+    s.token =
+        sequence.sampler.sample(last, sequence.tokens, size_t(sequence.prompt_size()), excluded);
+    if (sequence.request.logprobs) {
+      s.logprob = token_logprob(last, s.token);
+      s.top = top_logprobs(last, sequence.request.top_logprobs);
+    }
+  }
+}
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, EngineOptions options)
@@ -21,6 +70,9 @@ Engine::Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, Eng
       options_(options),
       max_model_len_(options.max_model_len > 0 ? options.max_model_len
                                                : backend_->model_config().max_position_embeddings),
+      vocabulary_size_(tokenizer != nullptr ? std::min<int64_t>(backend_->model_config().vocab_size,
+                                                                tokenizer->vocab_size())
+                                            : backend_->model_config().vocab_size),
       pools_(backend_->kv_capacity()) {
   SchedulerHooks hooks;
   if (options_.prefix_caching) {
@@ -44,11 +96,11 @@ Engine::Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, Eng
 Engine::~Engine() = default;
 
 RequestId Engine::submit(GenerationRequest request) {
-  const ModelConfig& model = backend_->model_config();
   const KvCacheConfig& kv = backend_->kv_config();
   auto require_in_vocabulary = [&](int32_t token, const char* field) {
-    require(token >= 0 && token < model.vocab_size, "{}: token id {} is outside the vocabulary (0..{})", field, token,
-            model.vocab_size - 1);
+    require(token >= 0 && token < vocabulary_size_,
+            "{}: token id {} is outside the vocabulary (0..{})", field, token,
+            vocabulary_size_ - 1);
   };
   require(!request.prompt.empty(), "prompt: must hold at least one token");
   for (const int32_t token : request.prompt) require_in_vocabulary(token, "prompt");
@@ -79,7 +131,7 @@ RequestId Engine::submit(GenerationRequest request) {
           pools_.quantized.capacity(), pools_.band.capacity());
   if (request.json_object) {
     require(tokenizer_ != nullptr, "response_format json_object: the engine has no tokenizer");
-    if (!json_mask_) json_mask_ = std::make_unique<JsonTokenMask>(*tokenizer_, model.vocab_size);
+    if (!json_mask_) json_mask_ = std::make_unique<JsonTokenMask>(*tokenizer_, vocabulary_size_);
   }
   const RequestId id = next_id_++;
   auto sequence = std::make_unique<Sequence>(id, std::move(request), tokenizer_);
@@ -90,6 +142,18 @@ RequestId Engine::submit(GenerationRequest request) {
 
 void Engine::cancel(RequestId id) {
   if (sequences_.count(id) != 0) cancelled_.push_back(id);
+}
+
+double Engine::kv_cache_usage() const {
+  const KvPageCounts reclaimable = prefix_cache_ ? prefix_cache_->unpinned_pages() : KvPageCounts{};
+  double usage = 0;
+  for (const auto& [pool, cached] : {std::pair{&pools_.full, reclaimable.full},
+                                     std::pair{&pools_.quantized, reclaimable.quantized},
+                                     std::pair{&pools_.band, reclaimable.band}}) {
+    if (pool->capacity() > 0)
+      usage = std::max(usage, double(pool->used_pages() - cached) / pool->capacity());
+  }
+  return usage;
 }
 
 RequestOutput Engine::output_for(const Sequence& sequence) const {
@@ -148,64 +212,64 @@ void Engine::append_token(Sequence& sequence, int32_t token, float logprob, std:
   }
 }
 
-void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepLogits& logits,
+void Engine::fail(Sequence& sequence, const std::string& error,
+                  std::vector<RequestOutput>& outputs) {
+  RequestOutput output = output_for(sequence);
+  output.error = error;
+  if (sequence.state != SequenceState::finished) {
+    finish(sequence, FinishReason::error, output);
+  } else {  // it failed while finishing
+    output.finished = true;
+    output.finish_reason = FinishReason::error;
+  }
+  outputs.push_back(std::move(output));
+}
+
+std::vector<RequestOutput> Engine::abort_all(const std::string& error) {
+  std::vector<RequestOutput> outputs;
+  for (auto& entry : sequences_) fail(*entry.second, error, outputs);
+  sequences_.clear();
+  cancelled_.clear();
+  return outputs;
+}
+
+void Engine::process_logits(std::span<const ScheduledChunk> plan, const StepLogits& logits,
                             std::vector<RequestOutput>& outputs) {
   // Each chunk's logits rows, and what they give: the prompt's log-probabilities where asked for,
   // and the next token where the prompt is done. Sequences sample apart from each other (each its
   // own generator), so the rows are spread over the host's threads: a row of 151,936 logits is a few
   // hundred microseconds of a core, tens of milliseconds for a batch in one thread.
-  struct Sampled {
-    int64_t start = 0;       // the chunk's first position
-    bool all_rows = false;   // a row of logits for every token of the chunk (prompt log-probabilities)
-    int64_t first_row = 0;
-    int64_t rows = 0;
-    int32_t token = -1;      // -1: nothing sampled
-    float logprob = 0;
-    std::vector<TokenLogprob> top;  // the most likely tokens at this position, where asked for
-  };
-  std::vector<Sampled> sampled(plan.size());
+  std::vector<SampledRows> sampled(plan.size());
   int64_t row = 0;
   for (size_t c = 0; c < plan.size(); ++c) {
     const Sequence& sequence = *plan[c].sequence;
-    Sampled& s = sampled[c];
+    SampledRows& s = sampled[c];
     s.start = sequence.pages.num_tokens() - plan[c].count;  // after commit
     s.all_rows = sequence.scores_prompt_from(s.start);
     s.first_row = row;
     s.rows = s.all_rows ? plan[c].count : 1;
     row += s.rows;
   }
-  auto logits_row = [&](int64_t r) { return std::span<const float>(logits.row(r), size_t(logits.vocab_size)); };
+  // The ids past the tokenizer's (a padded vocabulary) are masked: never sampled, never scored.
+  const LogitRows rows{logits, size_t(std::min(logits.vocab_size, vocabulary_size_))};
 #pragma omp parallel for schedule(dynamic) if (plan.size() > 1)
   for (size_t c = 0; c < plan.size(); ++c) {
     Sequence& sequence = *plan[c].sequence;
-    Sampled& s = sampled[c];
-    if (s.all_rows) {
-      const int32_t top = sequence.request.logprobs ? sequence.request.top_logprobs : 0;
-      for (int64_t i = 0; i < s.rows; ++i) {
-        const int64_t next = s.start + i + 1;
-        // Positions already scored (before a preemption) are not scored again.
-        if (next < sequence.prompt_size() && size_t(next - 1) == sequence.prompt_logprobs.size()) {
-          const std::span<const float> scores = logits_row(s.first_row + i);
-          sequence.prompt_logprobs.push_back(token_logprob(scores, sequence.tokens[size_t(next)]));
-          if (top > 0) sequence.prompt_top_logprobs.push_back(top_logprobs(scores, top));
-        }
-      }
-    }
-    if (sequence.uncomputed() == 0 && sequence.request.stop.max_tokens > 0) {
-      const std::span<const float> last = logits_row(s.first_row + s.rows - 1);
-      std::vector<int32_t>& excluded = sequence.excluded_tokens;
-      excluded.clear();
-      if (!sequence.may_stop()) excluded = sequence.request.stop.stop_token_ids;
-      if (sequence.json) json_mask_->exclude(*sequence.json, excluded);
-      s.token = sequence.sampler.sample(last, sequence.tokens, size_t(sequence.prompt_size()), excluded);
-      if (sequence.request.logprobs) {
-        s.logprob = token_logprob(last, s.token);
-        s.top = top_logprobs(last, sequence.request.top_logprobs);
-      }
+    if (sequence.state == SequenceState::finished) continue;  // failed earlier in the step
+    // An exception must not leave the parallel region: that would end the process.
+    try {
+      score_and_sample(sequence, rows, json_mask_.get(), sampled[c]);
+    } catch (const std::exception& error) {
+      sampled[c].error = error.what();
     }
   }
   for (size_t c = 0; c < plan.size(); ++c) {
     Sequence& sequence = *plan[c].sequence;
+    if (sequence.state == SequenceState::finished) continue;
+    if (!sampled[c].error.empty()) {
+      fail(sequence, sampled[c].error, outputs);
+      continue;
+    }
     RequestOutput output = output_for(sequence);
     if (sampled[c].all_rows && sequence.pages.num_tokens() >= sequence.prompt_size()) {
       output.prompt_logprobs = sequence.prompt_logprobs;
@@ -213,10 +277,16 @@ void Engine::process_logits(const std::vector<ScheduledChunk>& plan, const StepL
     }
     const bool emitted_prompt_logprobs = !output.prompt_logprobs.empty();
     if (sequence.uncomputed() == 0) {
-      if (sequence.request.stop.max_tokens == 0) {
-        finish(sequence, FinishReason::length, output);
-      } else {
-        append_token(sequence, sampled[c].token, sampled[c].logprob, std::move(sampled[c].top), output);
+      try {
+        if (sequence.request.stop.max_tokens == 0) {
+          finish(sequence, FinishReason::length, output);
+        } else {
+          append_token(sequence, sampled[c].token, sampled[c].logprob, std::move(sampled[c].top),
+                       output);
+        }
+      } catch (const std::exception& error) {
+        fail(sequence, error.what(), outputs);  // what this step gave it is not sent
+        continue;
       }
     }
     if (!output.tokens.empty() || output.finished || emitted_prompt_logprobs) {
@@ -237,17 +307,24 @@ std::vector<RequestOutput> Engine::step() {
   }
   const std::vector<ScheduledChunk> plan = scheduler_->schedule();
   if (plan.empty()) return outputs;
+  run_batch(plan, outputs);
+  for (const RequestOutput& output : outputs) {
+    if (output.finished) sequences_.erase(output.id);
+  }
+  return outputs;
+}
 
+void Engine::run_batch(std::span<const ScheduledChunk> plan, std::vector<RequestOutput>& outputs) {
   std::vector<SequenceStep> steps;
   bool has_prefill = false, has_decode = false;
-  int64_t step_tokens = 0;
+  int64_t step_tokens = 0, prompt_tokens = 0;
   for (const ScheduledChunk& chunk : plan) {
     Sequence& sequence = *chunk.sequence;
     const int64_t start = sequence.pages.num_tokens();
     const bool in_prompt = start < sequence.prompt_size() - 1 || chunk.count > 1;
     (in_prompt ? has_prefill : has_decode) = true;
     step_tokens += chunk.count;
-    if (in_prompt) counters_.prompt_tokens_computed += chunk.count;
+    if (in_prompt) prompt_tokens += chunk.count;
     steps.push_back({std::span(sequence.tokens).subspan(size_t(start), size_t(chunk.count)),
                      &sequence.pages, sequence.scores_prompt_from(start)});
   }
@@ -256,18 +333,18 @@ std::vector<RequestOutput> Engine::step() {
   try {
     backend_->forward(steps, logits);
   } catch (const std::exception& error) {
-    // A failed step must not take the engine down: its requests end with the error.
-    for (const ScheduledChunk& chunk : plan) {
-      RequestOutput output = output_for(*chunk.sequence);
-      output.error = error.what();
-      finish(*chunk.sequence, FinishReason::error, output);
-      outputs.push_back(std::move(output));
-      sequences_.erase(chunk.sequence->id);
+    // The positions of a failed step are not committed, so the halves write them again.
+    if (plan.size() == 1) {
+      fail(*plan.front().sequence, error.what(), outputs);
+    } else {
+      run_batch(plan.first(plan.size() / 2), outputs);
+      run_batch(plan.subspan(plan.size() / 2), outputs);
     }
-    return outputs;
+    return;
   }
   const double elapsed = seconds_since(started);
   ++counters_.steps;
+  counters_.prompt_tokens_computed += prompt_tokens;
   if (has_prefill && !has_decode) {
     counters_.prefill_seconds += elapsed;
     counters_.prefill_only_tokens += step_tokens;
@@ -277,16 +354,16 @@ std::vector<RequestOutput> Engine::step() {
   }
   for (const ScheduledChunk& chunk : plan) {
     Sequence& sequence = *chunk.sequence;
-    sequence.pages.commit(chunk.count, backend_->kv_config(), pools_);
-    if (prefix_cache_ && !sequence.request.full_precision_prefill) {
-      prefix_cache_->insert(sequence.tokens, sequence.pages, sequence.cache_cursor);
+    try {
+      sequence.pages.commit(chunk.count, backend_->kv_config(), pools_);
+      if (prefix_cache_ && !sequence.request.full_precision_prefill) {
+        prefix_cache_->insert(sequence.tokens, sequence.pages, sequence.cache_cursor);
+      }
+    } catch (const std::exception& error) {
+      fail(sequence, error.what(), outputs);
     }
   }
   process_logits(plan, logits, outputs);
-  for (const RequestOutput& output : outputs) {
-    if (output.finished) sequences_.erase(output.id);
-  }
-  return outputs;
 }
 
 }  // namespace oscar

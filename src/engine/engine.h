@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -56,12 +58,27 @@ class Engine {
   void reset_prefix_cache() {
     if (prefix_cache_) prefix_cache_->evict_unpinned();
   }
+  // 0-1: the share of the fullest pool's pages that requests hold. Cached prefixes that no request
+  // uses count as free, as vLLM counts them: the cache gives them up when the pages are needed.
+  double kv_cache_usage() const;
   const EngineCounters& counters() const { return counters_; }
   int64_t max_model_len() const { return max_model_len_; }
+  // The ids that have a token: a padded vocabulary's logit rows are longer (Qwen3's config says
+  // 151,936 ids, its tokenizer has 151,669), and the ids past the tokenizer's are never sampled.
+  int64_t vocabulary_size() const { return vocabulary_size_; }
+
+  // Ends every request in flight with `error` (a failure that no single request is at fault for)
+  // and returns their outputs; the engine then serves new requests.
+  std::vector<RequestOutput> abort_all(const std::string& error);
 
  private:
-  void process_logits(const std::vector<ScheduledChunk>& plan, const StepLogits& logits,
+  // Runs a batch through the backend, then samples. When the backend fails, each half of the batch
+  // runs again alone, so that only the request at fault ends with the error.
+  void run_batch(std::span<const ScheduledChunk> plan, std::vector<RequestOutput>& outputs);
+  void process_logits(std::span<const ScheduledChunk> plan, const StepLogits& logits,
                       std::vector<RequestOutput>& outputs);
+  // Ends one request with the error it met; the others go on.
+  void fail(Sequence& sequence, const std::string& error, std::vector<RequestOutput>& outputs);
   // `logprob`: the token's log-probability, `top` the most likely tokens there, reported where the
   // request asked for them.
   void append_token(Sequence& sequence, int32_t token, float logprob, std::vector<TokenLogprob> top,
@@ -74,6 +91,7 @@ class Engine {
   std::unique_ptr<JsonTokenMask> json_mask_;  // made for the first json_object request
   EngineOptions options_;
   int64_t max_model_len_;
+  int64_t vocabulary_size_;
   KvPagePools pools_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // after pools_: returns its pages on destruction
   std::unique_ptr<Scheduler> scheduler_;

@@ -20,6 +20,13 @@ bool overlaps(int64_t page, int64_t size, int64_t begin, int64_t end) {
   return begin < end && page * size < end && (page + 1) * size > begin;
 }
 
+// Adds (sign 1) or removes (sign -1) the pages of one node.
+void count_pages(const LogicalPage& pages, int64_t sign, KvPageCounts& counts) {
+  counts.full += sign * (pages.full >= 0);
+  counts.quantized += sign * (pages.quantized >= 0);
+  counts.band += sign * (pages.band >= 0);
+}
+
 }  // namespace
 
 PrefixCache::PrefixCache(const KvCacheConfig& kv, KvPagePools& pools)
@@ -37,6 +44,14 @@ void PrefixCache::release_pages(const LogicalPage& pages) {
   if (pages.full >= 0) pools_.full.release(pages.full);
   if (pages.quantized >= 0) pools_.quantized.release(pages.quantized);
   if (pages.band >= 0) pools_.band.release(pages.band);
+}
+
+void PrefixCache::pin(Node& node) {
+  if (node.pins++ == 0) count_pages(node.pages, -1, unpinned_pages_);
+}
+
+void PrefixCache::unpin(Node& node) {
+  if (--node.pins == 0) count_pages(node.pages, 1, unpinned_pages_);
 }
 
 void PrefixCache::touch(Node* node) {
@@ -96,7 +111,7 @@ int64_t PrefixCache::attach(std::span<const int32_t> tokens, int64_t max_tokens,
       pools_.band.retain(cached.band);
       logical[size_t(i)].band = cached.band;
     }
-    ++path[size_t(i)]->pins;
+    pin(*path[size_t(i)]);
   }
   pages.attach_prefix(std::move(logical), attached);
   path.resize(size_t(count));
@@ -130,13 +145,13 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const SequencePages& p
       child->key = std::move(key);
     }
     node = child.get();
+    pin(*node);  // before its pages grow: the pages of a pinned node are never counted unpinned
     const LogicalPage& page = logical[size_t(i)];
     if (node->pages.full < 0 && page.full >= 0) {
       pools_.full.retain(page.full);
       node->pages.full = page.full;
     }
     if (qend >= (i + 1) * p) record_quantized(*node, page);
-    ++node->pins;
     cursor.path.push_back(node);
   }
   if (!cursor.path.empty()) touch(cursor.path.back());
@@ -156,7 +171,7 @@ void PrefixCache::record_quantized(Node& node, const LogicalPage& page) {
 }
 
 void PrefixCache::release(Cursor& cursor) {
-  for (Node* node : cursor.path) --node->pins;
+  for (Node* node : cursor.path) unpin(*node);
   cursor.path.clear();
 }
 
@@ -175,6 +190,7 @@ bool PrefixCache::evict(KvPageCounts needed) {
     };
     find(*root_);
     if (victim == nullptr) return false;
+    count_pages(victim->pages, -1, unpinned_pages_);
     release_pages(victim->pages);
     victim->parent->children.erase(victim->key);
   }

@@ -43,8 +43,13 @@ class PrefixCache {
   void evict_unpinned();
 
   int64_t cached_pages() const;
+  // The cached pages no sequence pins: held by the cache alone, which gives them up (evict) when
+  // the pools run dry.
+  const KvPageCounts& unpinned_pages() const { return unpinned_pages_; }
 
  private:
+  void pin(Node& node);
+  void unpin(Node& node);
   bool usable(const std::vector<Node*>& path, int64_t pages, int64_t sequence_tokens) const;
   void touch(Node* node);
   void release_pages(const LogicalPage& pages);
@@ -54,6 +59,7 @@ class PrefixCache {
   KvPagePools& pools_;
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;
+  KvPageCounts unpinned_pages_;
 };
 
 }  // namespace oscar

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "util/error.h"
@@ -94,6 +95,8 @@ std::map<std::string, std::string> tensor_files(const std::string& model_dir) {
 ModelWeights load_model(const std::string& model_dir) {
   ModelWeights weights;
   weights.config = load_model_config(model_dir + "/config.json");
+  std::filesystem::path source = std::filesystem::absolute(model_dir).lexically_normal();
+  weights.source = (source.has_filename() ? source : source.parent_path()).string();
   const auto locations = tensor_files(model_dir);
   std::map<std::string, const SafetensorsFile*> opened;
   auto open_file = [&](const std::string& path) {
@@ -154,6 +157,7 @@ float norm_value(float noise) {
 ModelWeights make_random_model(const ModelConfig& config, uint64_t seed) {
   ModelWeights weights;
   weights.config = config;
+  weights.source = fmt::format("random weights, seed {}", seed);
   const auto specs = tensor_specs(weights);
   weights.owned_buffers.reserve(specs.size());
   uint64_t tensor_index = 0;

@@ -29,6 +29,7 @@ struct LayerWeights {
 
 struct ModelWeights {
   ModelConfig config;
+  std::string source;       // the model directory (absolute), or "random weights, seed N"
   TensorView embed_tokens;  // [vocab, hidden]
   TensorView final_norm;    // [hidden]
   TensorView lm_head;       // [vocab, hidden]; the embedding when tie_word_embeddings

@@ -1,6 +1,9 @@
 #include "quant/kv_rotations.h"
 
+#include <charconv>
 #include <cmath>
+
+#include <fmt/ranges.h>
 
 #include "format/safetensors.h"
 #include "quant/hadamard.h"
@@ -20,6 +23,50 @@ size_t matrix_offset(const KvRotations& r, int64_t layer, int64_t kv_head) {
 
 std::string tensor_name(int64_t layer, const char* kind, const char* what) {
   return fmt::format("layers.{}.{}.{}", layer, kind, what);
+}
+
+// The model a file's metadata records (record_model).
+ModelFingerprint recorded_model(const std::string& path,
+                                const std::map<std::string, std::string>& metadata) {
+  auto text = [&](const char* key) -> const std::string& {
+    const auto it = metadata.find(key);
+    require(it != metadata.end(),
+            "{}: does not record the model it was calibrated on (no metadata '{}': an older `oscar "
+            "calibrate` made it)",
+            path, key);
+    return it->second;
+  };
+  auto integer = [&](const char* key) {
+    const std::string& value = text(key);
+    int64_t parsed = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+    require(error == std::errc() && end == value.data() + value.size() && parsed > 0,
+            "{}: metadata {} is '{}', expected a positive integer", path, key, value);
+    return parsed;
+  };
+  return {text("model"),       integer("num_layers"),     integer("num_kv_heads"),
+          integer("head_dim"), text("model_config_hash"), text("model_weights_hash")};
+}
+
+std::string describe(const ModelFingerprint& m) {
+  return fmt::format("{} ({} layers, {} KV heads, head_dim {}, config hash {}, weights hash {})",
+                     m.name, m.num_layers, m.num_kv_heads, m.head_dim, m.config_hash,
+                     m.weights_hash);
+}
+
+void check_model(const std::string& path, const std::map<std::string, std::string>& metadata,
+                 const ModelFingerprint& model) {
+  const ModelFingerprint recorded = recorded_model(path, metadata);
+  std::vector<std::string> differences;
+  if (recorded.num_layers != model.num_layers) differences.push_back("layer count");
+  if (recorded.num_kv_heads != model.num_kv_heads) differences.push_back("KV head count");
+  if (recorded.head_dim != model.head_dim) differences.push_back("head_dim");
+  if (recorded.config_hash != model.config_hash) differences.push_back("config hash");
+  if (recorded.weights_hash != model.weights_hash) differences.push_back("weights hash");
+  require(differences.empty(),
+          "{}: rotations of another model ({} {}): calibrated on {}, not on {}", path,
+          fmt::join(differences, ", "), differences.size() == 1 ? "differs" : "differ",
+          describe(recorded), describe(model));
 }
 
 }  // namespace
@@ -65,7 +112,20 @@ double orthogonality_error(const float* rotation, int64_t d) {
   return worst;
 }
 
-KvRotations load_kv_rotations(const std::string& path, const RotationFileExpectations& expected) {
+void record_model(const ModelFingerprint& model, KvRotations& rotations) {
+  rotations.metadata["model"] = model.name;
+  rotations.metadata["num_layers"] = std::to_string(model.num_layers);
+  rotations.metadata["num_kv_heads"] = std::to_string(model.num_kv_heads);
+  rotations.metadata["head_dim"] = std::to_string(model.head_dim);
+  rotations.metadata["model_config_hash"] = model.config_hash;
+  rotations.metadata["model_weights_hash"] = model.weights_hash;
+}
+
+void check_rotations_model(const std::string& path, const ModelFingerprint& model) {
+  check_model(path, SafetensorsFile::open(path)->metadata(), model);
+}
+
+KvRotations load_kv_rotations(const std::string& path, const ModelFingerprint& expected) {
   const auto file = SafetensorsFile::open(path);
   const auto& meta = file->metadata();
   const auto version = meta.find("oscar_format_version");
@@ -73,12 +133,7 @@ KvRotations load_kv_rotations(const std::string& path, const RotationFileExpecta
   require(version->second == kRotationsFormatVersion,
           "{}: rotations format version {} is not supported (expected {})", path, version->second,
           kRotationsFormatVersion);
-  if (!expected.model_config_hash.empty()) {
-    const auto hash = meta.find("model_config_hash");
-    require(hash != meta.end() && hash->second == expected.model_config_hash,
-            "{}: calibrated for another model (model_config_hash {}, this model has {})", path,
-            hash == meta.end() ? "missing" : hash->second, expected.model_config_hash);
-  }
+  check_model(path, meta, expected);
   KvRotations r;
   r.num_layers = expected.num_layers;
   r.num_kv_heads = expected.num_kv_heads;

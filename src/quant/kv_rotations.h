@@ -8,8 +8,10 @@
 //   layers.{i}.key.eigenvalues   F32 [kv_heads or 1, D]
 //   layers.{i}.value.rotation    F32 [kv_heads or 1, D, D]
 //   layers.{i}.value.eigenvalues F32 [kv_heads or 1, D]
-// and metadata: oscar_format_version, model_config_hash, method, group_size, clip_ratio_k,
-// clip_ratio_v, calibration_tokens, rotation_scope ("per_head" or "per_layer").
+// and metadata: oscar_format_version, method, group_size, clip_ratio_k, clip_ratio_v,
+// calibration_tokens, rotation_scope ("per_head" or "per_layer"), and the model it was calibrated
+// on (ModelFingerprint): model, num_layers, num_kv_heads, head_dim, model_config_hash,
+// model_weights_hash.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -36,20 +38,33 @@ struct KvRotations {
 };
 
 inline constexpr const char* kRotationsFormatVersion = "1";
+// The name `oscar calibrate` gives the file beside the model, where every command looks for it
+// when no --kv-rotations is given.
+inline constexpr const char* kRotationsFileName = "oscar_rotations.safetensors";
 
 // QuaRot: the normalised Hadamard matrix for every layer and head.
 KvRotations hadamard_rotations(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim);
 
-struct RotationFileExpectations {
+// The model a rotations file belongs to: the shapes its rotations have, and hashes of the model's
+// config and weights (model/model_fingerprint.h), which tell apart models of the same shapes.
+struct ModelFingerprint {
+  std::string name;  // the model directory, for messages
   int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  std::string model_config_hash;  // empty: not checked
+  std::string config_hash;
+  std::string weights_hash;
 };
 
-// Reads and validates a rotations file: shapes, finite values, orthogonality (max |R R^T - I|
-// <= 1e-3), and the model it was calibrated for. Errors name the file and the tensor.
-KvRotations load_kv_rotations(const std::string& path, const RotationFileExpectations& expected);
+// Records `model` in the metadata that save_kv_rotations writes.
+void record_model(const ModelFingerprint& model, KvRotations& rotations);
+// Reads only the file's metadata; throws Error naming the file and both models when the file was
+// calibrated on another model (or records none: made before the weights were recorded).
+void check_rotations_model(const std::string& path, const ModelFingerprint& model);
+
+// Reads and validates a rotations file: the model it was made for (check_rotations_model), shapes,
+// finite values and orthogonality (max |R R^T - I| <= 1e-3). Errors name the file and the tensor.
+KvRotations load_kv_rotations(const std::string& path, const ModelFingerprint& model);
 void save_kv_rotations(const std::string& path, const KvRotations& rotations);
 
 // max |R R^T - I| of a D x D row-major matrix.

@@ -121,7 +121,7 @@ void EngineService::admit_pending() {
       }
       const std::lock_guard lock(mutex_);
       snapshot_.prompt_tokens += prompt_tokens;
-    } catch (const Error& error) {
+    } catch (const std::exception& error) {
       const std::lock_guard lock(stream->mutex_);
       stream->rejection_ = error.what();
       metrics_.count_request("rejected");
@@ -134,6 +134,54 @@ void EngineService::admit_pending() {
     publish_snapshot();
     for (std::promise<void>& reset : resets) reset.set_value();
   }
+}
+
+void EngineService::run_step() {
+  const std::vector<RequestOutput> outputs = engine_->step();
+  const auto now = std::chrono::steady_clock::now();
+  int64_t tokens = 0;
+  for (const RequestOutput& output : outputs) {
+    const auto it = streams_.find(output.id);
+    if (it == streams_.end()) continue;
+    RequestStream& stream = *it->second;
+    if (!output.tokens.empty()) {
+      const double since = std::chrono::duration<double>(
+                               now - (stream.has_token_ ? stream.last_token_ : stream.submitted_))
+                               .count();
+      if (stream.has_token_) {
+        metrics_.observe_inter_token_latency(since / double(output.tokens.size()));
+      } else {
+        metrics_.observe_time_to_first_token(since);
+      }
+      stream.has_token_ = true;
+      stream.last_token_ = now;
+      tokens += int64_t(output.tokens.size());
+    }
+  }
+  recent_tokens_.emplace_back(now, tokens);
+  // The snapshot first: a client that has its last token and then reads /metrics must find the
+  // step counted (its tokens, the request no longer running).
+  publish_snapshot();
+  deliver(outputs);
+}
+
+void EngineService::deliver(const std::vector<RequestOutput>& outputs) {
+  for (const RequestOutput& output : outputs) {
+    const auto it = streams_.find(output.id);
+    if (it == streams_.end()) continue;
+    if (output.finished) {
+      metrics_.count_request(output.finish_reason == FinishReason::error       ? "error"
+                             : output.finish_reason == FinishReason::cancelled ? "cancelled"
+                                                                               : "ok");
+    }
+    it->second->push(output);
+    if (output.finished) streams_.erase(it);
+  }
+}
+
+void EngineService::abort_in_flight(const std::string& error) {
+  deliver(engine_->abort_all(error));
+  publish_snapshot();
 }
 
 void EngineService::publish_snapshot() {
@@ -168,6 +216,7 @@ void EngineService::publish_snapshot() {
   snapshot_.band_pages_used = pools.band.used_pages();
   snapshot_.band_pages_free = pools.band.free_pages();
   snapshot_.bits_per_element = tokens > 0 ? bits_per_element(layout, held, tokens) : 0.0;
+  snapshot_.kv_cache_usage = engine_->kv_cache_usage();
   snapshot_.generated_tokens = engine_->counters().generated_tokens;
   snapshot_.cached_prompt_tokens = engine_->counters().cached_prompt_tokens;
   snapshot_.preemptions = scheduler.preemptions();
@@ -184,44 +233,17 @@ void EngineService::loop() {
       });
       if (stopping_) break;
     }
-    admit_pending();
-    if (engine_->idle()) {
-      publish_snapshot();
-      continue;
-    }
-    const std::vector<RequestOutput> outputs = engine_->step();
-    const auto now = std::chrono::steady_clock::now();
-    int64_t tokens = 0;
-    for (const RequestOutput& output : outputs) {
-      const auto it = streams_.find(output.id);
-      if (it == streams_.end()) continue;
-      RequestStream& stream = *it->second;
-      if (!output.tokens.empty()) {
-        const double since = std::chrono::duration<double>(now - (stream.has_token_ ? stream.last_token_ : stream.submitted_)).count();
-        if (stream.has_token_) {
-          metrics_.observe_inter_token_latency(since / double(output.tokens.size()));
-        } else {
-          metrics_.observe_time_to_first_token(since);
-        }
-        stream.has_token_ = true;
-        stream.last_token_ = now;
-        tokens += int64_t(output.tokens.size());
+    // The engine ends a request whose own work fails with an error; whatever escapes it belongs to
+    // no one request, and ends those in flight, never the server.
+    try {
+      admit_pending();
+      if (engine_->idle()) {
+        publish_snapshot();
+        continue;
       }
-      if (output.finished) {
-        metrics_.count_request(output.finish_reason == FinishReason::error       ? "error"
-                               : output.finish_reason == FinishReason::cancelled ? "cancelled"
-                                                                                 : "ok");
-      }
-    }
-    recent_tokens_.emplace_back(now, tokens);
-    // The snapshot first: a client that has its last token and then reads /metrics must find the
-    // step counted (its tokens, the request no longer running).
-    publish_snapshot();
-    for (const RequestOutput& output : outputs) {
-      const auto it = streams_.find(output.id);
-      if (it == streams_.end()) continue;
-      it->second->push(output);
-      if (output.finished) streams_.erase(it);
+      run_step();
+    } catch (const std::exception& error) {
+      abort_in_flight(fmt::format("the engine failed: {}", error.what()));
     }
   }
   // Shutting down: every request still in flight ends as cancelled.

@@ -61,6 +61,10 @@ class EngineService {
  private:
   void loop();
   void admit_pending();
+  // One engine step: its outputs timed, counted and sent to their streams.
+  void run_step();
+  void deliver(const std::vector<RequestOutput>& outputs);
+  void abort_in_flight(const std::string& error);
   void publish_snapshot();
 
   std::unique_ptr<Engine> engine_;

@@ -192,7 +192,7 @@ void HttpServer::register_routes() {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(service_.snapshot()), "text/plain; version=0.0.4");
+    res.set_content(metrics_.render(service_.snapshot(), model_.name), "text/plain; version=0.0.4");
   });
   // httplib 0.11 holds a body to the size limit only when it announces its length: a chunked body
   // (or one read until the connection closes) would be buffered whole, however large. Every

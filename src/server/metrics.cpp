@@ -46,7 +46,37 @@ void ServerMetrics::count_request(const std::string& outcome) {
   ++requests_[outcome];
 }
 
-std::string ServerMetrics::render(const EngineSnapshot& e) const {
+namespace {
+
+// A label value escaped as the text format asks (backslash, double quote, newline).
+std::string label_value(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out;
+}
+
+// The gauges gateways read (the Gateway API inference extension's model servers protocol, the
+// SGLang model gateway), under the names vLLM exports them by.
+std::string render_vllm_gauges(const EngineSnapshot& e, const std::string& model_name) {
+  std::string out;
+  const std::string label = fmt::format("{{model_name=\"{}\"}}", label_value(model_name));
+  auto gauge = [&](const char* name, const char* help, double value) {
+    out += fmt::format("# HELP vllm:{0} {1}\n# TYPE vllm:{0} gauge\nvllm:{0}{2} {3}\n", name, help,
+                       label, value);
+  };
+  gauge("num_requests_running", "Number of requests in model execution batches.",
+        double(e.running));
+  gauge("num_requests_waiting", "Number of requests waiting to be processed.", double(e.waiting));
+  gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", e.kv_cache_usage);
+  return out;
+}
+
+}  // namespace
+
+std::string ServerMetrics::render(const EngineSnapshot& e, const std::string& model_name) const {
   std::string out;
   auto gauge = [&](const char* name, const char* help, double value) {
     out += fmt::format("# HELP oscar_{0} {1}\n# TYPE oscar_{0} gauge\noscar_{0} {2}\n", name, help, value);
@@ -64,6 +94,8 @@ std::string ServerMetrics::render(const EngineSnapshot& e) const {
   out += fmt::format("oscar_kv_pages{{format=\"band\",state=\"used\"}} {}\n", e.band_pages_used);
   out += fmt::format("oscar_kv_pages{{format=\"band\",state=\"free\"}} {}\n", e.band_pages_free);
   gauge("kv_bits_per_element", "Bits per K/V element of the running requests' KV pages.", e.bits_per_element);
+  gauge("kv_cache_usage", "Share (0-1) of the fullest KV pool's pages held by requests.",
+        e.kv_cache_usage);
   const double hit_rate = e.prompt_tokens > 0 ? double(e.cached_prompt_tokens) / double(e.prompt_tokens) : 0.0;
   gauge("prefix_cache_hit_rate", "Share of prompt tokens served from the prefix cache.", hit_rate);
   gauge("generation_tokens_per_second", "Generated tokens per second over the last 10 s.", e.tokens_per_second);
@@ -79,6 +111,7 @@ std::string ServerMetrics::render(const EngineSnapshot& e) const {
   out += inter_token_latency_.render("oscar_inter_token_latency_seconds", "Time between consecutive tokens.");
   out += fmt::format("# HELP oscar_kv_cache_info The KV cache format.\n# TYPE oscar_kv_cache_info gauge\n"
                      "oscar_kv_cache_info{{format=\"{}\"}} 1\n", e.kv_description);
+  out += render_vllm_gauges(e, model_name);
   return out;
 }
 

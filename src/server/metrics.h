@@ -1,6 +1,7 @@
 #pragma once
 // Prometheus metrics of the server: latency histograms observed per token, counters per request
-// outcome, and gauges read from the engine's latest snapshot (text exposition format 0.0.4).
+// outcome, and gauges read from the engine's latest snapshot (text exposition format 0.0.4), under
+// oscar's names and, for the gauges a gateway balances replicas by, vLLM's.
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -30,6 +31,7 @@ struct EngineSnapshot {
   int64_t quantized_pages_used = 0, quantized_pages_free = 0;
   int64_t band_pages_used = 0, band_pages_free = 0;  // 4-bit band pages (--kv-band-tokens)
   double bits_per_element = 0;  // of the running requests' KV pages, over their tokens
+  double kv_cache_usage = 0;    // 0-1 (Engine::kv_cache_usage)
   int64_t prompt_tokens = 0;         // submitted
   int64_t cached_prompt_tokens = 0;  // served by the prefix cache
   int64_t generated_tokens = 0;
@@ -44,7 +46,9 @@ class ServerMetrics {
   void observe_time_to_first_token(double seconds);
   void observe_inter_token_latency(double seconds);
   void count_request(const std::string& outcome);  // "ok", "error", "cancelled", "rejected"
-  std::string render(const EngineSnapshot& engine) const;
+  // oscar's families, and the vLLM families that gateways pick a replica by (queue length, running
+  // requests, KV-cache usage), labelled with the served model's name as vLLM labels them.
+  std::string render(const EngineSnapshot& engine, const std::string& model_name) const;
 
  private:
   mutable std::mutex mutex_;

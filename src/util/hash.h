@@ -7,7 +7,9 @@
 
 namespace oscar {
 
-inline uint64_t fnv1a64(std::string_view bytes, uint64_t hash = 0xcbf29ce484222325ull) {
+inline constexpr uint64_t kFnv1a64OffsetBasis = 0xcbf29ce484222325ull;
+
+inline uint64_t fnv1a64(std::string_view bytes, uint64_t hash = kFnv1a64OffsetBasis) {
   for (const char c : bytes) {
     hash ^= uint8_t(c);
     hash *= 0x100000001b3ull;

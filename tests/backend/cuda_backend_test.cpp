@@ -24,6 +24,7 @@
 #include "backend/backend.h"
 #include "backend/sequence_runner.h"
 #include "format/documents.h"
+#include "model/model_fingerprint.h"
 #include "model/model_weights.h"
 #include "quant/kv_rotations.h"
 #include "support/test_paths.h"
@@ -70,7 +71,7 @@ std::string random_rotations_file() {
     }
     // Query-covariance eigenvalues in decreasing order, for the keys' error feedback.
     for (int64_t i = 0; i < c.num_layers * c.num_kv_heads * d; ++i) r.key_eigenvalues.push_back(float(std::pow(0.95, i % d)));
-    r.metadata["model_config_hash"] = c.config_hash;
+    record_model(model_fingerprint(testbed()), r);
     const std::string file = testing::make_temp_dir("cuda-rotations") + "/rotations.safetensors";
     save_kv_rotations(file, r);
     return file;

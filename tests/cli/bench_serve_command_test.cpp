@@ -1,5 +1,6 @@
 // `oscar bench serve`: a small load against the testbed, in-process and against a running
-// server; the JSON report holds every request and ordered, positive latencies.
+// server; the JSON report holds every request and ordered, positive latencies. A model whose config
+// pads its vocabulary past its tokenizer's is served without a failed request.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "oscar_command.h"
+#include "support/padded_vocab_model.h"
 #include "support/test_paths.h"
 
 namespace oscar::testing {
@@ -76,6 +78,23 @@ TEST(BenchServeCommand, InProcessServerReport) {
   EXPECT_EQ(config["output_len"], 8);
   EXPECT_EQ(config["seed"], 7);
   EXPECT_NE(config["server_description"].get<std::string>().find("int2 quarot"), std::string::npos);
+}
+
+// The run that ended the process with "token id 99696 is outside the vocabulary" (the padding's
+// ids win every step of this model unless masked).
+TEST(BenchServeCommand, PaddedVocabularyServesEveryRequest) {
+  const std::string model = make_padded_vocab_model("bench-serve-padded");
+  const std::string path = make_temp_dir("bench-serve-padded") + "/report.json";
+  const CommandResult r =
+      run_oscar("bench serve --model " + model +
+                " --device cpu --kv-pool-gb 0.02 --num-requests 4 --concurrency 2 "
+                "--input-len 16 --output-len 8 --seed 3 --json " +
+                path);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const json report = read_json(path);
+  EXPECT_EQ(report["completed"], 4) << report.dump();
+  EXPECT_EQ(report["failed"], 0) << report.dump();
+  EXPECT_EQ(report["output_tokens"], 4 * 8) << report.dump();
 }
 
 TEST(BenchServeCommand, AgainstARunningServerWithAnApiKey) {

@@ -37,7 +37,9 @@ const std::string& rotations_file() {
     const std::string out = (build_dir / "eval-command-test-rotations.safetensors").string();
     const int lock = ::open((out + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     if (lock >= 0) ::flock(lock, LOCK_EX);
-    if (!std::filesystem::exists(out)) {
+    // A file kept from a build whose calibrate did not record the model's weights is made again.
+    if (!std::filesystem::exists(out) ||
+        !SafetensorsFile::open(out)->metadata().contains("model_weights_hash")) {
       const std::string partial = out + "." + std::to_string(::getpid());
       const CommandResult r = run_oscar("calibrate --data " + testing::testbed_model_dir() +
                                         "/calib.xz --tokens 2048 --seq-len 1024 --held-out-tokens 256 --out " + partial);
@@ -202,11 +204,7 @@ TEST(EvalCommand, AttentionErrorRanksRotationsAboveNaive) {
 
 TEST(EvalCommand, RotationsOfAnotherModelAreRefused) {
   // Same shapes, another config: the file's model hash no longer matches.
-  namespace fs = std::filesystem;
-  const std::string model = testing::make_temp_dir("eval-other-model");
-  for (const char* name : {"tokenizer.json", "model.safetensors", "generation_config.json"}) {
-    fs::copy_file(testing::testbed_model_dir() + "/" + name, model + "/" + name);
-  }
+  const std::string model = testing::copy_testbed_model("eval-other-model");
   auto config = nlohmann::json::parse(read_file(testing::testbed_model_dir() + "/config.json"));
   config["rms_norm_eps"] = 1e-5;
   std::ofstream(model + "/config.json") << config.dump(2);
@@ -214,7 +212,11 @@ TEST(EvalCommand, RotationsOfAnotherModelAreRefused) {
                                     "--kv-method oscar --kv-rotations " + rotations_file());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.stderr_text.find(rotations_file()), std::string::npos) << r.stderr_text;
-  EXPECT_NE(r.stderr_text.find("model"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("(config hash differs)"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("calibrated on " + testing::testbed_model_dir() + " ("),
+            std::string::npos)
+      << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("not on " + model + " ("), std::string::npos) << r.stderr_text;
 }
 
 TEST(EvalCommand, TruncatedRotationsFileIsRefused) {

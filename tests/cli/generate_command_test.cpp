@@ -33,15 +33,6 @@ TEST(GenerateCommand, GreedyIsDeterministicAcrossKvFormats) {
   EXPECT_NE(first.stderr_text.find("int2 quarot"), std::string::npos) << first.stderr_text;
 }
 
-std::string copy_testbed(const std::string& label) {
-  namespace fs = std::filesystem;
-  const std::string dir = testing::make_temp_dir(label);
-  for (const char* name : {"config.json", "tokenizer.json", "model.safetensors", "generation_config.json"}) {
-    fs::copy_file(testing::testbed_model_dir() + "/" + name, dir + "/" + name);
-  }
-  return dir;
-}
-
 void expect_one_line_error(const CommandResult& r, const std::string& fragment) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(r.stdout_text.empty()) << r.stdout_text;
@@ -50,15 +41,15 @@ void expect_one_line_error(const CommandResult& r, const std::string& fragment) 
 }
 
 TEST(GenerateCommand, CorruptedModelDirectoryGivesAClearError) {
-  const std::string truncated = copy_testbed("truncated");
+  const std::string truncated = testing::copy_testbed_model("truncated");
   std::filesystem::resize_file(truncated + "/model.safetensors", 1 << 20);
   expect_one_line_error(run_oscar("generate --model " + truncated + " --prompt hi"), "model.safetensors");
 
-  const std::string no_tokenizer = copy_testbed("no-tokenizer");
+  const std::string no_tokenizer = testing::copy_testbed_model("no-tokenizer");
   std::filesystem::remove(no_tokenizer + "/tokenizer.json");
   expect_one_line_error(run_oscar("generate --model " + no_tokenizer + " --prompt hi"), "tokenizer.json");
 
-  const std::string wrong_arch = copy_testbed("wrong-arch");
+  const std::string wrong_arch = testing::copy_testbed_model("wrong-arch");
   {
     std::ifstream in(wrong_arch + "/config.json");
     std::string text((std::istreambuf_iterator<char>(in)), {});
@@ -78,7 +69,11 @@ TEST(GenerateCommand, BadPromptsAndFlags) {
   long_prompt.close();
   expect_one_line_error(run_oscar("generate --prompt-file " + dir + "/long.txt"), "context");
   expect_one_line_error(run_oscar("generate --prompt x --kv-cache-dtype int3"), "--kv-cache-dtype");
-  expect_one_line_error(run_oscar("generate --prompt x --kv-cache-dtype int2 --kv-method oscar"), "--kv-rotations");
+  // A model without rotations (the testbed's may have been calibrated in the source tree).
+  const std::string uncalibrated = testing::copy_testbed_model("uncalibrated");
+  expect_one_line_error(
+      run_oscar("generate --model " + uncalibrated + " --prompt x --kv-cache-dtype int2"),
+      "--kv-rotations");
   expect_one_line_error(run_oscar("generate --prompt x --temperature -1"), "temperature");
 }
 

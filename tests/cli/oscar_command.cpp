@@ -15,10 +15,6 @@
 namespace oscar::testing {
 namespace {
 
-std::string oscar_program() {
-  return std::string(OSCAR_BINARY_DIR) + "/src/cli/oscar";
-}
-
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -26,9 +22,17 @@ std::string read_text(const std::string& path) {
 
 }  // namespace
 
+std::string oscar_program() {
+  return std::string(OSCAR_BINARY_DIR) + "/src/cli/oscar";
+}
+
 CommandResult run_oscar(const std::string& arguments) {
+  return run_command(oscar_program() + " " + arguments);
+}
+
+CommandResult run_command(const std::string& command_line) {
   const std::string err_path = make_temp_dir("cli") + "/stderr";
-  const std::string command = oscar_program() + " " + arguments + " 2>" + err_path;
+  const std::string command = command_line + " 2>" + err_path;
   CommandResult result;
   FILE* pipe = popen(command.c_str(), "r");
   std::array<char, 4096> buffer{};

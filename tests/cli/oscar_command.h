@@ -13,6 +13,10 @@ struct CommandResult {
   std::string stderr_text;
 };
 
+// The oscar program of this build tree.
+std::string oscar_program();
+// A shell command line, run to completion.
+CommandResult run_command(const std::string& command_line);
 // `arguments` go through the shell.
 CommandResult run_oscar(const std::string& arguments);
 
@@ -29,6 +33,7 @@ class BackgroundOscar {
   std::string stderr_text() const;
   // Sends SIGTERM and returns the exit code (-1 when it did not exit within `timeout`).
   int terminate(std::chrono::seconds timeout);
+  pid_t pid() const { return pid_; }
 
  private:
   std::string stderr_path_;

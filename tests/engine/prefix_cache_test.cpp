@@ -1,5 +1,6 @@
 // Prefix caching: hits skip prefill of whole shared pages (full-precision and quantized) and give
-// exactly the answers of a cold run; cached pages are evicted when the pool needs them.
+// exactly the answers of a cold run; cached pages are evicted when the pool needs them, and those
+// no request uses count as free in the KV-cache usage.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -131,6 +132,46 @@ TEST(PrefixCache, CachedPagesAreEvictedWhenThePoolNeedsThem) {
   EXPECT_EQ(engine->prefix_cache()->cached_pages(), 0);
   EXPECT_EQ(engine->pools().full.free_pages(), 14);
   EXPECT_EQ(engine->pools().quantized.free_pages(), 14);
+}
+
+int64_t total(const KvPageCounts& pages) {
+  return pages.full + pages.quantized + pages.band;
+}
+
+TEST(PrefixCache, PagesNoRequestUsesCountAsFree) {
+  auto engine = make_engine(true, {64, 64, 16}, 48);
+  const PrefixCache& cache = *engine->prefix_cache();
+  EXPECT_EQ(engine->kv_cache_usage(), 0);
+  run_one(*engine, shared_prefix());
+  // Idle: every cached page is the cache's alone, and the pools count as empty.
+  EXPECT_GT(cache.cached_pages(), 12);
+  EXPECT_EQ(total(cache.unpinned_pages()), cache.cached_pages());
+  EXPECT_GT(engine->pools().full.used_pages(), 0);
+  EXPECT_EQ(engine->kv_cache_usage(), 0);
+  // A request that starts from the cached prefix pins it: those pages are in use again.
+  auto prompt = shared_prefix();
+  const auto tail = tokenizer().encode(" int main(void) {");
+  prompt.insert(prompt.end(), tail.begin(), tail.end());
+  GenerationRequest request;
+  request.prompt = prompt;
+  request.sampling.temperature = 0;
+  request.stop.max_tokens = 24;
+  engine->submit(request);
+  engine->step();
+  EXPECT_LT(total(cache.unpinned_pages()), cache.cached_pages());
+  const double usage = engine->kv_cache_usage();
+  // The fullest pool's share of the pages requests hold: the quantized pages of the attached prefix
+  // and the full-precision pages of its sink and window.
+  EXPECT_GT(usage, 0);
+  EXPECT_GE(usage,
+            double(engine->pools().quantized.used_pages() - cache.unpinned_pages().quantized) / 64);
+  EXPECT_GE(usage, double(engine->pools().full.used_pages() - cache.unpinned_pages().full) / 64);
+  while (!engine->idle()) engine->step();
+  EXPECT_EQ(total(cache.unpinned_pages()), cache.cached_pages());
+  EXPECT_EQ(engine->kv_cache_usage(), 0);
+  engine->reset_prefix_cache();
+  EXPECT_EQ(total(cache.unpinned_pages()), 0);
+  EXPECT_EQ(engine->pools().full.used_pages(), 0);
 }
 
 }  // namespace

@@ -37,6 +37,11 @@ TEST(BitReverse, OrderForEightChannels) {
   for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(bit_reverse(i, 3), expected[i]);
 }
 
+// The model the test files were "calibrated" on.
+ModelFingerprint model(int64_t layers, int64_t heads, int64_t d) {
+  return {"/models/a", layers, heads, d, "abc", "def"};
+}
+
 KvRotations random_rotations(int64_t layers, int64_t heads, int64_t d, bool per_head, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
@@ -56,7 +61,7 @@ KvRotations random_rotations(int64_t layers, int64_t heads, int64_t d, bool per_
   }
   r.key_eigenvalues.assign(size_t(count * d), 1.5f);
   r.value_eigenvalues.assign(size_t(count * d), 0.5f);
-  r.metadata["model_config_hash"] = "abc";
+  record_model(model(layers, heads, d), r);
   return r;
 }
 
@@ -66,7 +71,7 @@ TEST(RotationsFile, RoundTripsPerHeadAndPerLayer) {
     const KvRotations written = random_rotations(3, 2, 16, per_head, 5);
     const std::string path = dir + "/r.safetensors";
     save_kv_rotations(path, written);
-    const KvRotations read = load_kv_rotations(path, {3, 2, 16, "abc"});
+    const KvRotations read = load_kv_rotations(path, model(3, 2, 16));
     EXPECT_EQ(read.per_head, per_head);
     EXPECT_EQ(read.key, written.key);
     EXPECT_EQ(read.value, written.value);
@@ -75,7 +80,7 @@ TEST(RotationsFile, RoundTripsPerHeadAndPerLayer) {
   }
 }
 
-void expect_refused(const std::string& path, const RotationFileExpectations& expected,
+void expect_refused(const std::string& path, const ModelFingerprint& expected,
                     const std::string& fragment) {
   try {
     load_kv_rotations(path, expected);
@@ -90,23 +95,48 @@ TEST(RotationsFile, RefusesBadFiles) {
   const std::string path = dir + "/r.safetensors";
   KvRotations good = random_rotations(2, 2, 8, true, 9);
   save_kv_rotations(path, good);
-  expect_refused(path, {2, 2, 8, "other-model"}, "calibrated for another model");
-  expect_refused(path, {2, 2, 16, "abc"}, "layers.0.key.rotation");   // wrong head_dim
-  expect_refused(path, {3, 2, 8, "abc"}, "layers.2.key.rotation");    // too few layers
-  expect_refused(path, {1, 2, 8, "abc"}, "more than the model's 1 layers");
+  // Another model: each field that differs is named, and so are both models.
+  ModelFingerprint other = model(2, 2, 8);
+  other.name = "/models/b";
+  other.weights_hash = "xyz";
+  expect_refused(path, other, "(weights hash differs)");
+  expect_refused(path, other,
+                 "calibrated on /models/a (2 layers, 2 KV heads, head_dim 8, config hash abc, "
+                 "weights hash def), not on /models/b");
+  other.config_hash = "uvw";
+  expect_refused(path, other, "(config hash, weights hash differ)");
+  expect_refused(path, model(2, 2, 16), "(head_dim differs)");
+  expect_refused(path, model(3, 2, 8), "(layer count differs)");
+  expect_refused(path, model(2, 4, 8), "(KV head count differs)");
+  // The model check reads the metadata alone.
+  EXPECT_NO_THROW(check_rotations_model(path, model(2, 2, 8)));
+  EXPECT_THROW(check_rotations_model(path, model(1, 2, 8)), Error);
+  // A file that records the model's config but not its weights (an older `oscar calibrate`).
+  KvRotations old = good;
+  old.metadata.erase("model_weights_hash");
+  save_kv_rotations(path, old);
+  expect_refused(path, model(2, 2, 8), "no metadata 'model_weights_hash'");
+  // Metadata that claims a model its tensors do not fit.
+  KvRotations lying = good;
+  record_model(model(3, 2, 8), lying);
+  save_kv_rotations(path, lying);
+  expect_refused(path, model(3, 2, 8), "layers.2.key.rotation");
+  record_model(model(1, 2, 8), lying);
+  save_kv_rotations(path, lying);
+  expect_refused(path, model(1, 2, 8), "more than the model's 1 layers");
 
   KvRotations skewed = good;
   skewed.value[5] += 0.1f;
   save_kv_rotations(path, skewed);
-  expect_refused(path, {2, 2, 8, "abc"}, "not orthogonal");
+  expect_refused(path, model(2, 2, 8), "not orthogonal");
 
   KvRotations nan = good;
   nan.key[17] = std::nanf("");
   save_kv_rotations(path, nan);
-  expect_refused(path, {2, 2, 8, "abc"}, "non-finite");
+  expect_refused(path, model(2, 2, 8), "non-finite");
 
   write_safetensors(path, {make_f32_tensor("layers.0.key.rotation", {1, 8, 8}, std::vector<float>(64, 0.1f))}, {});
-  expect_refused(path, {2, 2, 8, ""}, "not an oscar rotations file");
+  expect_refused(path, model(2, 2, 8), "not an oscar rotations file");
 }
 
 }  // namespace

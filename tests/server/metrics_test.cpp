@@ -1,12 +1,14 @@
 // /metrics speaks the Prometheus text format and exposes the KV cache (pages by format and state,
-// bits per element, prefix-cache hit rate), the batch, and TTFT/ITL histograms that move with
-// the traffic.
+// bits per element, prefix-cache hit rate, usage), the batch, and TTFT/ITL histograms that move
+// with the traffic; and, under vLLM's names, the queue, the batch and the KV-cache usage that
+// gateways balance replicas by.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <map>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "server_fixture.h"
 
@@ -60,6 +62,10 @@ double value(const std::string& text, const std::string& sample) {
   return v;
 }
 
+const std::string kVllmRunning = R"(vllm:num_requests_running{model_name="testbed"})";
+const std::string kVllmWaiting = R"(vllm:num_requests_waiting{model_name="testbed"})";
+const std::string kVllmKvUsage = R"(vllm:kv_cache_usage_perc{model_name="testbed"})";
+
 const std::string kPages = "oscar_kv_pages";
 std::string pages(const char* format, const char* state) {
   return kPages + "{format=\"" + format + "\",state=\"" + state + "\"}";
@@ -78,6 +84,14 @@ TEST(Metrics, TextFormatAndKvCacheGaugesThatMove) {
   EXPECT_EQ(types.at("oscar_num_requests_waiting"), "gauge");
   EXPECT_EQ(types.at("oscar_kv_bits_per_element"), "gauge");
   EXPECT_EQ(types.at("oscar_prefix_cache_hit_rate"), "gauge");
+  EXPECT_EQ(types.at("oscar_kv_cache_usage"), "gauge");
+  for (const char* family :
+       {"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"}) {
+    EXPECT_EQ(types.at(family), "gauge") << family;
+  }
+  EXPECT_EQ(value(before, kVllmRunning), 0);
+  EXPECT_EQ(value(before, kVllmWaiting), 0);
+  EXPECT_EQ(value(before, kVllmKvUsage), 0);
   EXPECT_EQ(value(before, pages("bf16", "free")), 128);
   EXPECT_EQ(value(before, pages("quantized", "free")), 96);
   EXPECT_EQ(value(before, pages("band", "free")), 0);  // no --kv-band-tokens: no band pool
@@ -103,6 +117,13 @@ TEST(Metrics, TextFormatAndKvCacheGaugesThatMove) {
   check_text_format(during);
   EXPECT_EQ(value(during, "oscar_num_requests_running"), 1);
   EXPECT_EQ(value(during, "oscar_num_requests_waiting"), 0);
+  EXPECT_EQ(value(during, kVllmRunning), 1);
+  EXPECT_EQ(value(during, kVllmWaiting), 0);
+  // The fullest pool's share held by the request: at least its own full-precision pages (a sink
+  // page and the window's), at most all of them.
+  EXPECT_GE(value(during, kVllmKvUsage), 2.0 / 128);
+  EXPECT_LE(value(during, kVllmKvUsage), 1.0);
+  EXPECT_EQ(value(during, "oscar_kv_cache_usage"), value(during, kVllmKvUsage));
   EXPECT_GT(value(during, pages("quantized", "used")), 0);
   EXPECT_EQ(value(during, pages("bf16", "used")) + value(during, pages("bf16", "free")), 128);
   EXPECT_EQ(value(during, pages("quantized", "used")) + value(during, pages("quantized", "free")),
@@ -126,6 +147,9 @@ TEST(Metrics, TextFormatAndKvCacheGaugesThatMove) {
   EXPECT_GT(value(after, "oscar_prefix_cache_hit_rate"), 0.1);
   EXPECT_LT(value(after, "oscar_prefix_cache_hit_rate"), 1.0);
   EXPECT_EQ(value(after, "oscar_num_requests_running"), 0);
+  // Idle: the cached prefixes still hold pages, which count as free (the cache gives them up).
+  EXPECT_GT(value(after, pages("bf16", "used")), 0);
+  EXPECT_EQ(value(after, kVllmKvUsage), 0);
   double previous = 0;
   for (const char* le : {"0.01", "0.1", "1", "10", "+Inf"}) {
     const double cumulative =
@@ -133,6 +157,36 @@ TEST(Metrics, TextFormatAndKvCacheGaugesThatMove) {
     EXPECT_GE(cumulative, previous) << le;
     previous = cumulative;
   }
+}
+
+// With room for one sequence, a second request waits: the gauge a gateway reads the queue from.
+TEST(Metrics, VllmGaugesShowTheQueue) {
+  TestServerOptions options;
+  options.max_num_seqs = 1;
+  TestServer server(options);
+  const std::vector<std::string> prompts = distinct_prompts(2);
+  std::vector<StreamedResponse> responses(prompts.size());
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    clients.emplace_back([&, i] { responses[i] = server.stream(prompts[i], 300); });
+  }
+  bool queued = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!queued && std::chrono::steady_clock::now() < deadline) {
+    const std::string text = server.metrics_text();
+    queued = metric_value(text, kVllmRunning) == 1 && metric_value(text, kVllmWaiting) == 1;
+    if (queued) {
+      EXPECT_EQ(value(text, "oscar_num_requests_waiting"), 1);
+      EXPECT_GT(value(text, kVllmKvUsage), 0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (std::thread& client : clients) client.join();
+  EXPECT_TRUE(queued) << "never saw one request running and one waiting";
+  for (const StreamedResponse& response : responses) EXPECT_TRUE(response.ok()) << response.error;
+  const std::string after = server.metrics_text();
+  EXPECT_EQ(value(after, kVllmRunning), 0);
+  EXPECT_EQ(value(after, kVllmWaiting), 0);
 }
 
 }  // namespace

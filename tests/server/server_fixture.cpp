@@ -10,6 +10,7 @@
 
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "support/failing_backend.h"
 #include "support/test_paths.h"
 #include "tokenizer/tokenizer.h"
 
@@ -48,8 +49,13 @@ TestServer::TestServer(TestServerOptions options) : api_key_(options.api_key) {
   http.port = options.port;
   http.api_key = options.api_key;
   http.max_request_bytes = options.max_request_bytes;
+  std::unique_ptr<Backend> model_backend = make_backend(testbed(), backend);
+  if (options.failing_token >= 0) {
+    model_backend =
+        std::make_unique<FailingBackend>(std::move(model_backend), options.failing_token);
+  }
   server_ = std::make_unique<BackgroundServer>(
-      std::make_unique<Engine>(make_backend(testbed(), backend), &tokenizer(), engine),
+      std::make_unique<Engine>(std::move(model_backend), &tokenizer(), engine),
       make_served_model("testbed", tokenizer(), testbed().config.architecture_name, eos_token_ids(),
                         options.max_model_len),
       http);

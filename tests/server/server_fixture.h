@@ -26,6 +26,7 @@ struct TestServerOptions {
   int port = 0;  // 0: any free port
   std::string api_key;
   size_t max_request_bytes = 1u << 20;
+  int32_t failing_token = -1;  // >= 0: every step holding this token fails (FailingBackend)
 };
 
 class TestServer {

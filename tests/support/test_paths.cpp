@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include <filesystem>
 #include <stdexcept>
 #include <vector>
 
@@ -19,6 +20,15 @@ std::string make_temp_dir(const std::string& label) {
   buffer.push_back('\0');
   if (::mkdtemp(buffer.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + pattern);
   return std::string(buffer.data());
+}
+
+std::string copy_testbed_model(const std::string& label) {
+  const std::string dir = make_temp_dir(label);
+  for (const char* name : {"config.json", "generation_config.json", "tokenizer.json",
+                           "tokenizer_config.json", "model.safetensors"}) {
+    std::filesystem::copy_file(testbed_model_dir() + "/" + name, dir + "/" + name);
+  }
+  return dir;
 }
 
 }  // namespace oscar::testing

@@ -17,5 +17,8 @@ std::string testbed_model_dir();
 std::string testbed_reference(const std::string& file_name);  // models/testbed/reference/<name>
 // A fresh, empty directory for one test's files.
 std::string make_temp_dir(const std::string& label);
+// A fresh directory holding a copy of the testbed model's config, tokenizer and weights (no
+// calibration text, no rotations), for tests that change or add files there.
+std::string copy_testbed_model(const std::string& label);
 
 }  // namespace oscar::testing

@@ -17,15 +17,14 @@ CpuKvStore::CpuKvStore(const KvCacheConfig& config, const PageLayout& layout, in
     band_config_ = config.band_config();
     band_layout_ = make_band_layout(config, layout.num_kv_heads, layout.head_dim);
   }
-  full_arenas_.resize(size_t(num_layers));
-  quantized_arenas_.resize(size_t(num_layers));
-  band_arenas_.resize(size_t(num_layers));
   for (int64_t layer = 0; layer < num_layers; ++layer) {
-    full_arenas_[size_t(layer)].resize(size_t(capacity.full * layout.full_page_bytes));
-    if (layout.bits > 0) {
-      quantized_arenas_[size_t(layer)].resize(size_t(capacity.quantized * layout.quantized_page_bytes));
-    }
-    band_arenas_[size_t(layer)].resize(size_t(capacity.band * layout.band_page_bytes));
+    full_arenas_.emplace_back(size_t(capacity.full * layout.full_page_bytes),
+                              "KV cache: full-precision pages");
+    quantized_arenas_.emplace_back(
+        layout.bits > 0 ? size_t(capacity.quantized * layout.quantized_page_bytes) : 0,
+        "KV cache: quantized pages");
+    band_arenas_.emplace_back(size_t(capacity.band * layout.band_page_bytes),
+                              "KV cache: band pages");
   }
 }
 

@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "kvcache/page_layout.h"
 #include "kvcache/sequence_pages.h"
+#include "util/zeroed_memory.h"
 
 namespace oscar {
 
@@ -62,9 +63,10 @@ class CpuKvStore {
   KvCacheConfig band_config_;  // the band's format (KvCacheConfig::band_config())
   PageLayout band_layout_;     // bits == 0 without a band
   KvPageCounts capacity_;
-  std::vector<std::vector<std::byte>> full_arenas_;       // per layer
-  std::vector<std::vector<std::byte>> quantized_arenas_;  // per layer
-  std::vector<std::vector<std::byte>> band_arenas_;       // per layer
+  // Per layer; each page's memory is touched only when a sequence first writes it.
+  std::vector<ZeroedMemory> full_arenas_;
+  std::vector<ZeroedMemory> quantized_arenas_;
+  std::vector<ZeroedMemory> band_arenas_;
   std::vector<float> key_feedback_;                       // [layers][kv_heads][D][D], or empty
   std::vector<float> value_feedback_;                     // [layers][kv_heads][D][D], or empty
 };
