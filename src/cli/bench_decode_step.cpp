@@ -103,7 +103,8 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const ModelWeights weights = make_random_model(config, 1);
   fmt::print("random weights made in {:.1f} s\n",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  const TemporaryFile rotations(write_synthetic_oscar_rotations(weights));  // made for these weights
+  // Rotations made for these weights.
+  const TemporaryFile rotations(write_synthetic_oscar_rotations(weights));
   const std::vector<KvCacheConfig> caches =
       bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens,
                        config.head_dim, rotations.path);

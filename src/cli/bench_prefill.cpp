@@ -141,7 +141,8 @@ void run_rows(const BenchPrefillOptions& o, const ModelConfig& config) {
   const ModelWeights weights = make_random_model(config, kWeightSeed);
   fmt::print("random weights made in {:.1f} s\n",
              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  const TemporaryFile rotations(write_synthetic_oscar_rotations(weights));  // made for these weights
+  // Rotations made for these weights.
+  const TemporaryFile rotations(write_synthetic_oscar_rotations(weights));
   // OSCAR's defaults: q8 group parameters and the band (bench_kv_configs applies the rest).
   const std::vector<KvCacheConfig> caches =
       bench_kv_configs(o.kv_dtypes, ParamFormat::q8, std::to_string(kOscarBandTokens),
