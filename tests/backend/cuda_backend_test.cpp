@@ -13,6 +13,8 @@
 // near-tie, and the elementwise bound only as a guard against gross errors (a wrong page reads as ~1).
 #include <gtest/gtest.h>
 
+#ifdef OSCAR_HAVE_CUDA
+
 #include <Eigen/Dense>
 #include <nlohmann/json.hpp>
 
@@ -426,3 +428,5 @@ TEST(CudaReferenceLogits, MatchTransformers) {
 
 }  // namespace
 }  // namespace oscar
+
+#endif  // OSCAR_HAVE_CUDA
