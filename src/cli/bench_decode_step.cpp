@@ -40,9 +40,10 @@ struct BenchDecodeStepOptions {
   int64_t max_batch_context = 0;
   int steps = 12;
   std::string kv_dtypes = "bf16,int2";  // the caches compared (--kv-dtypes)
-  std::string scale_format = "f16";  // of the INT2 group parameters
-  std::string band_tokens = std::to_string(kOscarBandTokens);  // INT2 band lengths (--kv-band-tokens), a run each
-  bool share_pages = false;  // every bf16 row with its sequences sharing pages pairwise
+  std::string scale_format = "f16";     // of the INT2 group parameters
+  std::string band_tokens =
+      std::to_string(kOscarBandTokens);  // INT2 band lengths (--kv-band-tokens), a run each
+  bool share_pages = false;              // every bf16 row with its sequences sharing pages pairwise
   std::string json_path;
 };
 
@@ -50,8 +51,8 @@ struct BenchDecodeStepOptions {
 
 // Matrix bytes a decode step reads: every layer's projections and the LM head (bf16).
 int64_t matrix_bytes(const ModelConfig& c) {
-  const int64_t per_layer = c.hidden_size * (c.q_dim() + 2 * c.kv_dim()) + c.q_dim() * c.hidden_size +
-                            3 * c.hidden_size * c.intermediate_size;
+  const int64_t per_layer = c.hidden_size * (c.q_dim() + 2 * c.kv_dim()) +
+                            c.q_dim() * c.hidden_size + 3 * c.hidden_size * c.intermediate_size;
   return 2 * (c.num_layers * per_layer + c.vocab_size * c.hidden_size);
 }
 
@@ -67,23 +68,25 @@ StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int64_t 
   const KvCacheConfig& kv = backend.kv_config();
   const KvPageCounts capacity = backend.kv_capacity();
   KvPagePools pools(capacity);
-  std::vector<SequencePages> sequences = distinct < batch
-                                             ? fill_sequences_sharing_pages(kv, pools, context, batch, distinct)
-                                             : fill_sequences(kv, pools, context, batch);
+  std::vector<SequencePages> sequences =
+      distinct < batch ? fill_sequences_sharing_pages(kv, pools, context, batch, distinct)
+                       : fill_sequences(kv, pools, context, batch);
   std::vector<int32_t> tokens(size_t(batch), 7);
   StepLogits logits;
   std::vector<double> milliseconds;
   for (int i = -3; i < steps; ++i) {
     std::vector<SequenceStep> step;
     for (int64_t s = 0; s < batch; ++s) {
-      require(sequences[size_t(s)].reserve(1, kv, pools), "decode-step bench: the KV pool is too small");
+      require(sequences[size_t(s)].reserve(1, kv, pools),
+              "decode-step bench: the KV pool is too small");
       step.push_back({std::span(&tokens[size_t(s)], 1), &sequences[size_t(s)], false});
     }
     const auto start = std::chrono::steady_clock::now();
     backend.forward(step, logits);
     const auto stop = std::chrono::steady_clock::now();
     for (SequencePages& sequence : sequences) sequence.commit(1, kv, pools);
-    if (i >= 0) milliseconds.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
+    if (i >= 0)
+      milliseconds.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
   }
   const ModelConfig& c = backend.model_config();
   const PageLayout& layout = backend.page_layout();
@@ -97,8 +100,9 @@ StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int64_t 
 void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const ModelConfig config = hf_config(o.model);
   const GpuDescription gpu = describe_gpu();
-  fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {}: {} layers, {:.2f} GB of matrices\n", gpu.name, gpu.driver,
-             gpu.copy_gbps, o.model, config.num_layers, double(matrix_bytes(config)) / 1e9);
+  fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {}: {} layers, {:.2f} GB of matrices\n",
+             gpu.name, gpu.driver, gpu.copy_gbps, o.model, config.num_layers,
+             double(matrix_bytes(config)) / 1e9);
   const auto started = std::chrono::steady_clock::now();
   const ModelWeights weights = make_random_model(config, 1);
   fmt::print("random weights made in {:.1f} s\n",
@@ -108,23 +112,29 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
   const std::vector<KvCacheConfig> caches =
       bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens,
                        config.head_dim, rotations.path);
-  const std::vector<int64_t> contexts = parse_int_list(o.contexts), batches = parse_int_list(o.batches);
+  const std::vector<int64_t> contexts = parse_int_list(o.contexts),
+                             batches = parse_int_list(o.batches);
   std::vector<nlohmann::json> rows;
   for (const KvCacheConfig& kv : caches) {
     const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
     // Every page the runs below need, allocated once: the largest batch of the longest context that
     // fits (pool_bytes(n): n sequences and the one fill chunk).
-    const int64_t budget = cuda_free_bytes() - matrix_bytes(config) - config.vocab_size * config.hidden_size * 2 -
+    const int64_t budget = cuda_free_bytes() - matrix_bytes(config) -
+                           config.vocab_size * config.hidden_size * 2 -
                            (int64_t(6) << 30);  // weights, workspace and cuBLAS
-    const int64_t longest = std::max(*std::max_element(contexts.begin(), contexts.end()), o.max_batch_context);
+    const int64_t longest =
+        std::max(*std::max_element(contexts.begin(), contexts.end()), o.max_batch_context);
     auto pool_bytes = [&](int64_t sequences) {
-      return bytes_per_layer(bench_pool_capacity(kv, longest + o.steps + 4, sequences), layout) * config.num_layers;
+      return bytes_per_layer(bench_pool_capacity(kv, longest + o.steps + 4, sequences), layout) *
+             config.num_layers;
     };
-    const int64_t max_sequences = std::max<int64_t>(0, (budget - pool_bytes(0)) / (pool_bytes(1) - pool_bytes(0)));
+    const int64_t max_sequences =
+        std::max<int64_t>(0, (budget - pool_bytes(0)) / (pool_bytes(1) - pool_bytes(0)));
     BackendOptions options;
     options.device = DeviceKind::cuda;
     options.kv = kv;
-    options.capacity = bench_pool_capacity(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
+    options.capacity =
+        bench_pool_capacity(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
     auto backend = make_backend(weights, options);
     fill_kv_cache_with_noise(*backend, 3);
     fmt::print("{}: room for {} sequences of {} tokens\n", describe(kv), max_sequences, longest);
@@ -139,33 +149,54 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
           return bytes_per_layer(need, layout) <= bytes_per_layer(options.capacity, layout);
         };
         const bool may_share = !kv.quantized() && batch > 1;
-        const int64_t distinct = may_share && (o.share_pages || !fits(batch)) ? (batch + 1) / 2 : batch;
+        const int64_t distinct =
+            may_share && (o.share_pages || !fits(batch)) ? (batch + 1) / 2 : batch;
         if (!fits(distinct)) {
-          fmt::print("  context {:>7} batch {:>3}: skipped, {:.1f} GB of pages do not fit\n", context, batch,
-                     double(bytes_per_layer(bench_pool_capacity(kv, context + o.steps + 4, batch), layout) *
-                            config.num_layers) / 1e9);
+          fmt::print("  context {:>7} batch {:>3}: skipped, {:.1f} GB of pages do not fit\n",
+                     context, batch,
+                     double(bytes_per_layer(bench_pool_capacity(kv, context + o.steps + 4, batch),
+                                            layout) *
+                            config.num_layers) /
+                         1e9);
           continue;
         }
         const StepResult r = time_steps(*backend, context, batch, distinct, o.steps, gpu.copy_gbps);
-        fmt::print("  context {:>7} batch {:>3}: step {:8.3f} ms, floor {:8.3f} ms ({:.2f}x), {:.0f} tokens/s{}\n",
-                   context, batch, r.step_ms, r.floor_ms, r.step_ms / r.floor_ms, double(batch) / r.step_ms * 1e3,
-                   distinct < batch ? fmt::format(" (pages of {} sequences shared pairwise)", distinct) : "");
-        rows.push_back({{"kernel", "decode_step"}, {"kv", std::string(to_string(kv.dtype))},
+        fmt::print(
+            "  context {:>7} batch {:>3}: step {:8.3f} ms, floor {:8.3f} ms ({:.2f}x), {:.0f} "
+            "tokens/s{}\n",
+            context, batch, r.step_ms, r.floor_ms, r.step_ms / r.floor_ms,
+            double(batch) / r.step_ms * 1e3,
+            distinct < batch ? fmt::format(" (pages of {} sequences shared pairwise)", distinct)
+                             : "");
+        rows.push_back({{"kernel", "decode_step"},
+                        {"kv", std::string(to_string(kv.dtype))},
                         {"kv_config", describe(kv)},
-                        {"model", o.model}, {"context", context}, {"batch", batch}, {"time_us", r.step_ms * 1e3},
-                        {"bytes", r.bytes}, {"floor_us", r.floor_ms * 1e3}, {"floor_ratio", r.step_ms / r.floor_ms},
-                        {"tokens_per_s", double(batch) / r.step_ms * 1e3}, {"distinct_sequences", distinct}});
+                        {"model", o.model},
+                        {"context", context},
+                        {"batch", batch},
+                        {"time_us", r.step_ms * 1e3},
+                        {"bytes", r.bytes},
+                        {"floor_us", r.floor_ms * 1e3},
+                        {"floor_ratio", r.step_ms / r.floor_ms},
+                        {"tokens_per_s", double(batch) / r.step_ms * 1e3},
+                        {"distinct_sequences", distinct}});
       }
     }
     if (o.max_batch_context > 0 && max_sequences > 0) {
-      const StepResult r =
-          time_steps(*backend, o.max_batch_context, max_sequences, max_sequences, o.steps, gpu.copy_gbps);
-      fmt::print("  max batch at context {}: {} sequences, step {:.3f} ms, {:.0f} tokens/s\n", o.max_batch_context,
-                 max_sequences, r.step_ms, double(max_sequences) / r.step_ms * 1e3);
-      rows.push_back({{"kernel", "max_batch_decode"}, {"kv", std::string(to_string(kv.dtype))},
+      const StepResult r = time_steps(*backend, o.max_batch_context, max_sequences, max_sequences,
+                                      o.steps, gpu.copy_gbps);
+      fmt::print("  max batch at context {}: {} sequences, step {:.3f} ms, {:.0f} tokens/s\n",
+                 o.max_batch_context, max_sequences, r.step_ms,
+                 double(max_sequences) / r.step_ms * 1e3);
+      rows.push_back({{"kernel", "max_batch_decode"},
+                      {"kv", std::string(to_string(kv.dtype))},
                       {"kv_config", describe(kv)},
-                      {"model", o.model}, {"context", o.max_batch_context}, {"batch", max_sequences},
-                      {"time_us", r.step_ms * 1e3}, {"bytes", r.bytes}, {"floor_us", r.floor_ms * 1e3},
+                      {"model", o.model},
+                      {"context", o.max_batch_context},
+                      {"batch", max_sequences},
+                      {"time_us", r.step_ms * 1e3},
+                      {"bytes", r.bytes},
+                      {"floor_us", r.floor_ms * 1e3},
                       {"tokens_per_s", double(max_sequences) / r.step_ms * 1e3}});
     }
   }
@@ -181,24 +212,33 @@ void run_bench_decode_step(const BenchDecodeStepOptions&) {
 
 void register_bench_decode_step(CLI::App& bench) {
   auto options = std::make_shared<BenchDecodeStepOptions>();
-  CLI::App* command = bench.add_subcommand("decode-step", "GPU whole decode step vs its memory floor, bf16 vs INT2");
+  CLI::App* command = bench.add_subcommand(
+      "decode-step", "GPU whole decode step vs its memory floor, bf16 vs INT2");
   command->add_option("--model", options->model, "a models/hf-configs name")->capture_default_str();
   command->add_option("--contexts", options->contexts)->capture_default_str();
   command->add_option("--batches", options->batches)->capture_default_str();
-  command->add_option("--max-batch-context", options->max_batch_context,
-                      "also time the largest batch that fits at this context")
+  command
+      ->add_option("--max-batch-context", options->max_batch_context,
+                   "also time the largest batch that fits at this context")
       ->capture_default_str();
   command->add_option("--steps", options->steps)->capture_default_str();
-  command->add_option("--kv-dtypes", options->kv_dtypes, "the caches compared: bf16, int2 or both, comma-separated")
+  command
+      ->add_option("--kv-dtypes", options->kv_dtypes,
+                   "the caches compared: bf16, int2 or both, comma-separated")
       ->capture_default_str();
-  command->add_option("--kv-scale-format", options->scale_format, "INT2 group parameters: f16, bf16 or q8")
+  command
+      ->add_option("--kv-scale-format", options->scale_format,
+                   "INT2 group parameters: f16, bf16 or q8")
       ->capture_default_str();
-  command->add_option("--kv-band-tokens", options->band_tokens,
-                      "INT2: tokens behind the recent window also held at 4 bits, a list (one INT2 run each; "
-                      "0: no band)")
+  command
+      ->add_option(
+          "--kv-band-tokens", options->band_tokens,
+          "INT2: tokens behind the recent window also held at 4 bits, a list (one INT2 run each; "
+          "0: no band)")
       ->capture_default_str();
   command->add_flag("--share-pages", options->share_pages,
-                    "time every bf16 row with its sequences sharing pages pairwise (else only rows that do not fit)");
+                    "time every bf16 row with its sequences sharing pages pairwise (else only rows "
+                    "that do not fit)");
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_decode_step(*options); });
 }

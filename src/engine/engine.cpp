@@ -81,8 +81,9 @@ Engine::Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, Eng
       // Prompt log-probabilities need every prompt position's logits.
       if (sequence.request.full_precision_prefill || sequence.request.prompt_logprobs) return;
       // At least one token must be computed for the logits of the next one.
-      const int64_t attached = prefix_cache_->attach(sequence.tokens, int64_t(sequence.tokens.size()) - 1,
-                                                     sequence.pages, sequence.cache_cursor);
+      const int64_t attached =
+          prefix_cache_->attach(sequence.tokens, int64_t(sequence.tokens.size()) - 1,
+                                sequence.pages, sequence.cache_cursor);
       const int64_t cached_prompt = std::min(attached, sequence.prompt_size());
       counters_.cached_prompt_tokens += cached_prompt - sequence.cached_prompt_tokens;
       sequence.cached_prompt_tokens = std::max(sequence.cached_prompt_tokens, cached_prompt);
@@ -90,7 +91,8 @@ Engine::Engine(std::unique_ptr<Backend> backend, const Tokenizer* tokenizer, Eng
     hooks.reclaim = [this](KvPageCounts needed) { return prefix_cache_->evict(needed); };
     hooks.release = [this](Sequence& sequence) { prefix_cache_->release(sequence.cache_cursor); };
   }
-  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, backend_->kv_config(), pools_, std::move(hooks));
+  scheduler_ = std::make_unique<Scheduler>(options_.scheduler, backend_->kv_config(), pools_,
+                                           std::move(hooks));
 }
 
 Engine::~Engine() = default;
@@ -105,14 +107,17 @@ RequestId Engine::submit(GenerationRequest request) {
   require(!request.prompt.empty(), "prompt: must hold at least one token");
   for (const int32_t token : request.prompt) require_in_vocabulary(token, "prompt");
   validate(request.sampling);
-  for (const auto& [token, bias] : request.sampling.logit_bias) require_in_vocabulary(token, "logit_bias");
-  for (const int32_t token : request.stop.stop_token_ids) require_in_vocabulary(token, "stop_token_ids");
+  for (const auto& [token, bias] : request.sampling.logit_bias)
+    require_in_vocabulary(token, "logit_bias");
+  for (const int32_t token : request.stop.stop_token_ids)
+    require_in_vocabulary(token, "stop_token_ids");
   require(request.top_logprobs >= 0 && request.top_logprobs <= kMaxTopLogprobs,
           "top_logprobs: must lie in [0, {}], got {}", kMaxTopLogprobs, request.top_logprobs);
   require(request.stop.max_tokens >= 1 || (request.stop.max_tokens == 0 && request.prompt_logprobs),
           "max_tokens: must be at least 1, got {}", request.stop.max_tokens);
   require(request.stop.min_tokens >= 0 && request.stop.min_tokens <= request.stop.max_tokens,
-          "min_tokens: must lie in [0, max_tokens = {}], got {}", request.stop.max_tokens, request.stop.min_tokens);
+          "min_tokens: must lie in [0, max_tokens = {}], got {}", request.stop.max_tokens,
+          request.stop.min_tokens);
   const int64_t total = int64_t(request.prompt.size()) + request.stop.max_tokens;
   require(total <= max_model_len_,
           "prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum context of {} tokens",
@@ -125,7 +130,8 @@ RequestId Engine::submit(GenerationRequest request) {
   const int64_t band_pages = kv.has_band() ? peak.band + chunk_pages : 0;
   require(peak.full + chunk_pages <= pools_.full.capacity() &&
               peak.quantized <= pools_.quantized.capacity() && band_pages <= pools_.band.capacity(),
-          "request of {} tokens needs {} full-precision, {} quantized and {} band KV pages; the pool holds "
+          "request of {} tokens needs {} full-precision, {} quantized and {} band KV pages; the "
+          "pool holds "
           "{}, {} and {} (raise the KV pool size)",
           total, peak.full + chunk_pages, peak.quantized, band_pages, pools_.full.capacity(),
           pools_.quantized.capacity(), pools_.band.capacity());
@@ -178,8 +184,8 @@ void Engine::finish(Sequence& sequence, FinishReason reason, RequestOutput& outp
   ++counters_.finished_requests;
 }
 
-void Engine::append_token(Sequence& sequence, int32_t token, float logprob, std::vector<TokenLogprob> top,
-                          RequestOutput& output) {
+void Engine::append_token(Sequence& sequence, int32_t token, float logprob,
+                          std::vector<TokenLogprob> top, RequestOutput& output) {
   const auto now = std::chrono::steady_clock::now();
   if (!sequence.has_first_token) {
     sequence.has_first_token = true;
@@ -189,7 +195,8 @@ void Engine::append_token(Sequence& sequence, int32_t token, float logprob, std:
   sequence.tokens.push_back(token);
   output.tokens.push_back(token);
   if (sequence.request.logprobs) output.logprobs.push_back(logprob);
-  if (sequence.request.logprobs && sequence.request.top_logprobs > 0) output.top_logprobs.push_back(std::move(top));
+  if (sequence.request.logprobs && sequence.request.top_logprobs > 0)
+    output.top_logprobs.push_back(std::move(top));
   output.generated_tokens = sequence.generated();
   ++counters_.generated_tokens;
   const auto& stop_ids = sequence.request.stop.stop_token_ids;
@@ -197,13 +204,15 @@ void Engine::append_token(Sequence& sequence, int32_t token, float logprob, std:
     finish(sequence, FinishReason::stop, output);
     return;
   }
-  // Every token that breaks the grammar is masked; only a row with all of them masked could give one.
+  // Every token that breaks the grammar is masked; only a row with all of them masked could give
+  // one.
   if (sequence.json && !sequence.json->feed(json_mask_->bytes(token))) {
     output.error = "response_format json_object: no token continues the JSON object";
     finish(sequence, FinishReason::error, output);
     return;
   }
-  if (sequence.decoder) output.text += sequence.stop_matcher.push(sequence.decoder->push(token), sequence.may_stop());
+  if (sequence.decoder)
+    output.text += sequence.stop_matcher.push(sequence.decoder->push(token), sequence.may_stop());
   if (sequence.stop_matcher.stopped() || (sequence.json && sequence.json->complete())) {
     finish(sequence, FinishReason::stop, output);
   } else if (sequence.generated() >= sequence.request.stop.max_tokens ||
@@ -237,8 +246,8 @@ void Engine::process_logits(std::span<const ScheduledChunk> plan, const StepLogi
                             std::vector<RequestOutput>& outputs) {
   // Each chunk's logits rows, and what they give: the prompt's log-probabilities where asked for,
   // and the next token where the prompt is done. Sequences sample apart from each other (each its
-  // own generator), so the rows are spread over the host's threads: a row of 151,936 logits is a few
-  // hundred microseconds of a core, tens of milliseconds for a batch in one thread.
+  // own generator), so the rows are spread over the host's threads: a row of 151,936 logits is a
+  // few hundred microseconds of a core, tens of milliseconds for a batch in one thread.
   std::vector<SampledRows> sampled(plan.size());
   int64_t row = 0;
   for (size_t c = 0; c < plan.size(); ++c) {

@@ -28,11 +28,11 @@ struct EngineOptions {
 };
 
 struct EngineCounters {
-  int64_t prompt_tokens_computed = 0;   // prefill tokens run through the model
+  int64_t prompt_tokens_computed = 0;  // prefill tokens run through the model
   int64_t generated_tokens = 0;
   int64_t steps = 0;
-  double prefill_seconds = 0;           // steps that held only prefill work
-  double decode_seconds = 0;            // steps that held only decode work
+  double prefill_seconds = 0;  // steps that held only prefill work
+  double decode_seconds = 0;   // steps that held only decode work
   int64_t prefill_only_tokens = 0;
   int64_t decode_only_tokens = 0;
   int64_t cached_prompt_tokens = 0;

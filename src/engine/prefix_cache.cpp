@@ -61,7 +61,8 @@ void PrefixCache::touch(Node* node) {
 // Can a sequence start from the first `pages` pages of `path` (sequence_tokens = pages * P)?
 // Every page must hold what the decode rule reads at that length, and the quantized region must
 // end on a page boundary so that no shared page is written again.
-bool PrefixCache::usable(const std::vector<Node*>& path, int64_t pages, int64_t sequence_tokens) const {
+bool PrefixCache::usable(const std::vector<Node*>& path, int64_t pages,
+                         int64_t sequence_tokens) const {
   const int64_t p = kv_.page_size_tokens;
   const int64_t qend = quantized_end(kv_, sequence_tokens);
   const int64_t band = band_begin(kv_, sequence_tokens);
@@ -77,8 +78,8 @@ bool PrefixCache::usable(const std::vector<Node*>& path, int64_t pages, int64_t 
   return true;
 }
 
-int64_t PrefixCache::attach(std::span<const int32_t> tokens, int64_t max_tokens, SequencePages& pages,
-                            Cursor& cursor) {
+int64_t PrefixCache::attach(std::span<const int32_t> tokens, int64_t max_tokens,
+                            SequencePages& pages, Cursor& cursor) {
   const int64_t p = kv_.page_size_tokens;
   std::vector<Node*> path;
   Node* node = root_.get();
@@ -121,7 +122,8 @@ int64_t PrefixCache::attach(std::span<const int32_t> tokens, int64_t max_tokens,
   return attached;
 }
 
-void PrefixCache::insert(std::span<const int32_t> tokens, const SequencePages& pages, Cursor& cursor) {
+void PrefixCache::insert(std::span<const int32_t> tokens, const SequencePages& pages,
+                         Cursor& cursor) {
   const int64_t p = kv_.page_size_tokens;
   const int64_t n = pages.num_tokens();
   if (pages.full_precision_until() > 0) return;  // a different rule: nothing to share
@@ -182,7 +184,8 @@ bool PrefixCache::evict(KvPageCounts needed) {
     std::function<void(Node&)> find = [&](Node& node) {
       for (auto& [key, child] : node.children) {
         if (child->children.empty()) {
-          if (child->pins == 0 && (victim == nullptr || child->last_used < victim->last_used)) victim = child.get();
+          if (child->pins == 0 && (victim == nullptr || child->last_used < victim->last_used))
+            victim = child.get();
         } else {
           find(*child);
         }

@@ -32,7 +32,8 @@ class PrefixCache {
 
   // Attaches the longest usable cached prefix of `tokens`, at most `max_tokens` long, to the
   // empty `pages`; returns the tokens attached (a multiple of the page size).
-  int64_t attach(std::span<const int32_t> tokens, int64_t max_tokens, SequencePages& pages, Cursor& cursor);
+  int64_t attach(std::span<const int32_t> tokens, int64_t max_tokens, SequencePages& pages,
+                 Cursor& cursor);
   // Records the sequence's pages that are complete (call after every step).
   void insert(std::span<const int32_t> tokens, const SequencePages& pages, Cursor& cursor);
   // Unpins the cursor's nodes (the sequence ended or was preempted).

@@ -45,7 +45,8 @@ EngineService::~EngineService() {
   thread_.join();
 }
 
-std::vector<std::shared_ptr<RequestStream>> EngineService::submit(std::vector<GenerationRequest> requests) {
+std::vector<std::shared_ptr<RequestStream>> EngineService::submit(
+    std::vector<GenerationRequest> requests) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   {
     // All in one admission: one at a time, each would wait for a step of the loop.
@@ -228,8 +229,8 @@ void EngineService::loop() {
     {
       std::unique_lock lock(mutex_);
       work_.wait_for(lock, std::chrono::milliseconds(50), [&] {
-        return stopping_ || !pending_.empty() || !cancellations_.empty() || !prefix_cache_resets_.empty() ||
-               !engine_->idle();
+        return stopping_ || !pending_.empty() || !cancellations_.empty() ||
+               !prefix_cache_resets_.empty() || !engine_->idle();
       });
       if (stopping_) break;
     }

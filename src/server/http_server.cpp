@@ -22,7 +22,9 @@ void send_error(httplib::Response& res, const ApiError& error) {
   res.set_content(error.to_json(), "application/json");
 }
 
-std::string sse(const json& value) { return "data: " + to_json_text(value) + "\n\n"; }
+std::string sse(const json& value) {
+  return "data: " + to_json_text(value) + "\n\n";
+}
 
 using Streams = std::vector<std::shared_ptr<RequestStream>>;
 
@@ -144,10 +146,12 @@ HttpServer::~HttpServer() = default;
 
 void HttpServer::register_routes() {
   auto authorized = [this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.api_key.empty() || req.get_header_value("Authorization") == "Bearer " + options_.api_key) {
+    if (options_.api_key.empty() ||
+        req.get_header_value("Authorization") == "Bearer " + options_.api_key) {
       return true;
     }
-    send_error(res, ApiError(401, "authentication_error", "missing or wrong API key (Authorization: Bearer ...)"));
+    send_error(res, ApiError(401, "authentication_error",
+                             "missing or wrong API key (Authorization: Bearer ...)"));
     return false;
   };
   auto generate = [this, authorized](Endpoint endpoint) {
@@ -157,7 +161,8 @@ void HttpServer::register_routes() {
         auto request = std::make_shared<ApiRequest>(parse_api_request(req.body, endpoint, model_));
         std::vector<GenerationRequest> choices;
         for (size_t i = 0; i < request->choices(); ++i) choices.push_back(request->for_choice(i));
-        Streams streams = service_.submit(std::move(choices));  // a choice the engine refuses fails them all
+        Streams streams =
+            service_.submit(std::move(choices));  // a choice the engine refuses fails them all
         if (request->stream) {
           stream_response(res, service_, std::move(streams), request, model_);
         } else {
@@ -170,7 +175,8 @@ void HttpServer::register_routes() {
   };
   server_->Post("/v1/completions", generate(Endpoint::completions));
   server_->Post("/v1/chat/completions", generate(Endpoint::chat_completions));
-  auto tokenizer_route = [this, authorized](json (*respond)(const std::string&, const ServedModel&)) {
+  auto tokenizer_route = [this,
+                          authorized](json (*respond)(const std::string&, const ServedModel&)) {
     return [this, authorized, respond](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req, res)) return;
       try {
@@ -182,12 +188,17 @@ void HttpServer::register_routes() {
   };
   server_->Post("/tokenize", tokenizer_route(tokenize_response));
   server_->Post("/detokenize", tokenizer_route(detokenize_response));
-  server_->Get("/v1/models", [this, authorized](const httplib::Request& req, httplib::Response& res) {
-    if (!authorized(req, res)) return;
-    const json model = {{"id", model_.name}, {"object", "model"}, {"created", 0},
-                        {"owned_by", "oscar"}, {"max_model_len", model_.max_model_len}};
-    res.set_content(to_json_text({{"object", "list"}, {"data", json::array({model})}}), "application/json");
-  });
+  server_->Get("/v1/models",
+               [this, authorized](const httplib::Request& req, httplib::Response& res) {
+                 if (!authorized(req, res)) return;
+                 const json model = {{"id", model_.name},
+                                     {"object", "model"},
+                                     {"created", 0},
+                                     {"owned_by", "oscar"},
+                                     {"max_model_len", model_.max_model_len}};
+                 res.set_content(to_json_text({{"object", "list"}, {"data", json::array({model})}}),
+                                 "application/json");
+               });
   server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
@@ -198,35 +209,42 @@ void HttpServer::register_routes() {
   // (or one read until the connection closes) would be buffered whole, however large. Every
   // OpenAI client sends a Content-Length, so a body without one is refused before it is read.
   server_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
-    const bool may_have_body = req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS";
-    if (!may_have_body || (req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))) {
+    const bool may_have_body =
+        req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS";
+    if (!may_have_body ||
+        (req.has_header("Content-Length") && !req.has_header("Transfer-Encoding"))) {
       return httplib::Server::HandlerResponse::Unhandled;
     }
-    send_error(res, ApiError(411, "invalid_request_error",
-                             "send the request body with a Content-Length (chunked bodies are not accepted)"));
-    res.set_header("Connection", "close");  // the unread body must not be taken for the next request
+    send_error(
+        res,
+        ApiError(411, "invalid_request_error",
+                 "send the request body with a Content-Length (chunked bodies are not accepted)"));
+    res.set_header("Connection",
+                   "close");  // the unread body must not be taken for the next request
     return httplib::Server::HandlerResponse::Handled;
   });
   server_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
     // Errors httplib raises itself (404 route, 413 body too large, 400 malformed HTTP) as JSON.
     if (!res.body.empty()) return;
     const int status = res.status;
-    const std::string message = status == 413 ? "the request body is too large"
+    const std::string message = status == 413   ? "the request body is too large"
                                 : status == 404 ? "no such route"
                                                 : fmt::format("HTTP error {}", status);
-    res.set_content(ApiError(status, status == 404 ? "not_found" : "invalid_request_error", message).to_json(),
-                    "application/json");
+    res.set_content(
+        ApiError(status, status == 404 ? "not_found" : "invalid_request_error", message).to_json(),
+        "application/json");
   });
-  server_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
-    std::string message = "internal error";
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      message = e.what();
-    } catch (...) {
-    }
-    send_error(res, ApiError(500, "internal_error", message));
-  });
+  server_->set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
+        std::string message = "internal error";
+        try {
+          std::rethrow_exception(error);
+        } catch (const std::exception& e) {
+          message = e.what();
+        } catch (...) {
+        }
+        send_error(res, ApiError(500, "internal_error", message));
+      });
 }
 
 void HttpServer::bind() {
@@ -234,20 +252,27 @@ void HttpServer::bind() {
     port_ = server_->bind_to_any_port(options_.host);
     require(port_ > 0, "cannot bind {}: no free port", options_.host);
   } else {
-    require(server_->bind_to_port(options_.host, options_.port), "cannot bind {}:{} (in use, or not allowed)",
-            options_.host, options_.port);
+    require(server_->bind_to_port(options_.host, options_.port),
+            "cannot bind {}:{} (in use, or not allowed)", options_.host, options_.port);
     port_ = options_.port;
   }
   // httplib 0.11 listens with a backlog of 5: a burst of clients (64 streams opening at once)
   // overflows it, and some of the connections then fail. Listening again on the bound socket
   // raises the backlog in place.
-  require(::listen(listening_socket_, SOMAXCONN) == 0, "cannot listen on {}:{}", options_.host, port_);
+  require(::listen(listening_socket_, SOMAXCONN) == 0, "cannot listen on {}:{}", options_.host,
+          port_);
 }
 
-void HttpServer::serve() { server_->listen_after_bind(); }
+void HttpServer::serve() {
+  server_->listen_after_bind();
+}
 
-void HttpServer::stop() { server_->stop(); }
+void HttpServer::stop() {
+  server_->stop();
+}
 
-bool HttpServer::is_running() const { return server_->is_running(); }
+bool HttpServer::is_running() const {
+  return server_->is_running();
+}
 
 }  // namespace oscar

@@ -30,8 +30,8 @@ struct EngineSnapshot {
   int64_t full_pages_used = 0, full_pages_free = 0;
   int64_t quantized_pages_used = 0, quantized_pages_free = 0;
   int64_t band_pages_used = 0, band_pages_free = 0;  // 4-bit band pages (--kv-band-tokens)
-  double bits_per_element = 0;  // of the running requests' KV pages, over their tokens
-  double kv_cache_usage = 0;    // 0-1 (Engine::kv_cache_usage)
+  double bits_per_element = 0;       // of the running requests' KV pages, over their tokens
+  double kv_cache_usage = 0;         // 0-1 (Engine::kv_cache_usage)
   int64_t prompt_tokens = 0;         // submitted
   int64_t cached_prompt_tokens = 0;  // served by the prefix cache
   int64_t generated_tokens = 0;

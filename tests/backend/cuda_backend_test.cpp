@@ -10,7 +10,8 @@
 // what the product promises instead: the perplexity within 1% of the CPU's over 1023 predictions
 // (what one sequence's rounding noise allows; the accuracy campaign, docs/results, holds 32760
 // predictions per configuration within 0.06%), the greedy token wherever the CPU's choice is not a
-// near-tie, and the elementwise bound only as a guard against gross errors (a wrong page reads as ~1).
+// near-tie, and the elementwise bound only as a guard against gross errors (a wrong page reads as
+// ~1).
 #include <gtest/gtest.h>
 
 #ifdef OSCAR_HAVE_CUDA
@@ -66,13 +67,15 @@ std::string random_rotations_file() {
     const int64_t d = c.head_dim;
     std::srand(7);
     for (int64_t i = 0; i < 2 * c.num_layers * c.num_kv_heads; ++i) {
-      const Eigen::MatrixXd q = Eigen::HouseholderQR<Eigen::MatrixXd>(Eigen::MatrixXd::Random(d, d)).householderQ();
+      const Eigen::MatrixXd q =
+          Eigen::HouseholderQR<Eigen::MatrixXd>(Eigen::MatrixXd::Random(d, d)).householderQ();
       auto& target = i % 2 == 0 ? r.key : r.value;
       for (int64_t a = 0; a < d; ++a)
         for (int64_t b = 0; b < d; ++b) target.push_back(float(q(a, b)));
     }
     // Query-covariance eigenvalues in decreasing order, for the keys' error feedback.
-    for (int64_t i = 0; i < c.num_layers * c.num_kv_heads * d; ++i) r.key_eigenvalues.push_back(float(std::pow(0.95, i % d)));
+    for (int64_t i = 0; i < c.num_layers * c.num_kv_heads * d; ++i)
+      r.key_eigenvalues.push_back(float(std::pow(0.95, i % d)));
     record_model(model_fingerprint(testbed()), r);
     const std::string file = testing::make_temp_dir("cuda-rotations") + "/rotations.safetensors";
     save_kv_rotations(file, r);
@@ -95,10 +98,14 @@ struct FormatCase {
   // difference of a bf16 product changes the codes after it: 0.6-1.2% here with random rotations,
   // where the CPU store and the migration kernel give the same codes for the same inputs
   // (CudaKvMigrate).
-  double ppl_tolerance() const { return method == KvMethod::oscar ? 0.015 : two_bit() ? 0.01 : 0.005; }
-  // Rows whose argmax agrees; real text has near-ties, and INT2 rounding flips 2-4% of them, OSCAR's
-  // chained rounding of keys and values 6-7% (0.932 measured on the H100).
-  double min_argmax_agreement() const { return method == KvMethod::oscar ? 0.92 : two_bit() ? 0.95 : 0.99; }
+  double ppl_tolerance() const {
+    return method == KvMethod::oscar ? 0.015 : two_bit() ? 0.01 : 0.005;
+  }
+  // Rows whose argmax agrees; real text has near-ties, and INT2 rounding flips 2-4% of them,
+  // OSCAR's chained rounding of keys and values 6-7% (0.932 measured on the H100).
+  double min_argmax_agreement() const {
+    return method == KvMethod::oscar ? 0.92 : two_bit() ? 0.95 : 0.99;
+  }
 };
 
 BackendOptions options_for(const FormatCase& f, DeviceKind device) {
@@ -120,7 +127,8 @@ BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   return options;
 }
 
-double max_relative_difference(const std::vector<float>& reference, const std::vector<float>& actual) {
+double max_relative_difference(const std::vector<float>& reference,
+                               const std::vector<float>& actual) {
   EXPECT_EQ(reference.size(), actual.size());
   double worst = 0, scale = 0;
   for (size_t i = 0; i < std::min(reference.size(), actual.size()); ++i) {
@@ -132,7 +140,8 @@ double max_relative_difference(const std::vector<float>& reference, const std::v
 }
 
 // Perplexity of `tokens` under logits whose row i predicts token i + 1.
-double perplexity(const std::vector<float>& logits, const std::vector<int32_t>& tokens, int64_t vocab) {
+double perplexity(const std::vector<float>& logits, const std::vector<int32_t>& tokens,
+                  int64_t vocab) {
   double nll = 0;
   for (size_t i = 0; i + 1 < tokens.size(); ++i) {
     const float* row = logits.data() + i * size_t(vocab);
@@ -149,8 +158,10 @@ double argmax_agreement(const std::vector<float>& a, const std::vector<float>& b
   const size_t rows = a.size() / size_t(vocab);
   size_t same = 0;
   for (size_t r = 0; r < rows; ++r) {
-    const auto row_a = a.begin() + ptrdiff_t(r * size_t(vocab)), row_b = b.begin() + ptrdiff_t(r * size_t(vocab));
-    same += (std::max_element(row_a, row_a + vocab) - row_a) == (std::max_element(row_b, row_b + vocab) - row_b);
+    const auto row_a = a.begin() + ptrdiff_t(r * size_t(vocab)),
+               row_b = b.begin() + ptrdiff_t(r * size_t(vocab));
+    same += (std::max_element(row_a, row_a + vocab) - row_a) ==
+            (std::max_element(row_b, row_b + vocab) - row_b);
   }
   return double(same) / double(rows);
 }
@@ -169,7 +180,8 @@ std::vector<int32_t> greedy(Backend& backend, const std::vector<int32_t>& prompt
     backend.forward({&step, 1}, logits);
     pages.commit(int64_t(next.size()), kv, pools);
     if (i == count) break;
-    const int32_t token = int32_t(std::max_element(logits.row(0), logits.row(0) + logits.vocab_size) - logits.row(0));
+    const int32_t token =
+        int32_t(std::max_element(logits.row(0), logits.row(0) + logits.vocab_size) - logits.row(0));
     generated.push_back(token);
     next = {token};
   }
@@ -198,7 +210,9 @@ std::vector<float> run_chunks(Backend& backend, const std::vector<int32_t>& toke
   return rows;
 }
 
-bool gpu_present() { return cuda_available(); }
+bool gpu_present() {
+  return cuda_available();
+}
 
 class CudaMatchesCpu : public ::testing::TestWithParam<FormatCase> {
  protected:
@@ -276,17 +290,21 @@ TEST_P(CudaMatchesCpu, GreedyContinuation) {
     int clear = 0, agreed = 0;
     for (int i = 0; i < kSteps; ++i) {
       const size_t row = (prompt.size() - 1 + size_t(i)) * size_t(vocab);
-      std::vector<float> c(cpu_rows.begin() + ptrdiff_t(row), cpu_rows.begin() + ptrdiff_t(row + size_t(vocab)));
+      std::vector<float> c(cpu_rows.begin() + ptrdiff_t(row),
+                           cpu_rows.begin() + ptrdiff_t(row + size_t(vocab)));
       const auto g = gpu_rows.begin() + ptrdiff_t(row);
       const int32_t gpu_token = int32_t(std::max_element(g, g + vocab) - g);
       std::partial_sort(c.begin(), c.begin() + 2, c.end(), std::greater<>());
-      const float largest = std::max(std::abs(c.front()), std::abs(*std::min_element(c.begin(), c.end())));
+      const float largest =
+          std::max(std::abs(c.front()), std::abs(*std::min_element(c.begin(), c.end())));
       if (c[0] - c[1] <= 0.02f * largest) continue;
       ++clear;
       agreed += gpu_token == generated[size_t(i)];
-      EXPECT_EQ(gpu_token, generated[size_t(i)]) << f.name << ", document " << document << ", step " << i;
+      EXPECT_EQ(gpu_token, generated[size_t(i)])
+          << f.name << ", document " << document << ", step " << i;
     }
-    std::printf("[ %s ] document %zu: %d of %d steps clear, GPU agrees on %d\n", f.name, document, clear, kSteps, agreed);
+    std::printf("[ %s ] document %zu: %d of %d steps clear, GPU agrees on %d\n", f.name, document,
+                clear, kSteps, agreed);
     EXPECT_GE(3 * clear, 2 * kSteps) << f.name << ", document " << document;
   }
 }
@@ -305,7 +323,8 @@ TEST_P(CudaMatchesCpu, BatchedSteps) {
   constexpr int kDecodeSteps = 12;
   std::vector<std::vector<int32_t>> sequences;
   std::vector<SequencePages> pages(4);
-  for (size_t s = 0; s < 4; ++s) sequences.push_back(sample_tokens(lengths[s] + kDecodeSteps, s + 1));
+  for (size_t s = 0; s < 4; ++s)
+    sequences.push_back(sample_tokens(lengths[s] + kDecodeSteps, s + 1));
   std::vector<std::vector<float>> gpu_rows(4);
   StepLogits logits;
   auto step_all = [&](auto token_span) {
@@ -326,10 +345,13 @@ TEST_P(CudaMatchesCpu, BatchedSteps) {
   };
   step_all([&](size_t s) { return std::span<const int32_t>(sequences[s]).first(lengths[s]); });
   for (int i = 0; i < kDecodeSteps; ++i) {
-    step_all([&](size_t s) { return std::span<const int32_t>(sequences[s]).subspan(lengths[s] + size_t(i), 1); });
+    step_all([&](size_t s) {
+      return std::span<const int32_t>(sequences[s]).subspan(lengths[s] + size_t(i), 1);
+    });
   }
   for (size_t s = 0; s < 4; ++s) {
-    const auto reference = run_sequence(*cpu, sequences[s], {.chunk_tokens = 64, .all_logits = true});
+    const auto reference =
+        run_sequence(*cpu, sequences[s], {.chunk_tokens = 64, .all_logits = true});
     const double error = max_relative_difference(reference, gpu_rows[s]);
     std::printf("[ %s ] batched sequence %zu: max relative logit error %.2e\n", f.name, s, error);
     EXPECT_LE(error, f.tolerance) << "sequence " << s;
@@ -338,14 +360,15 @@ TEST_P(CudaMatchesCpu, BatchedSteps) {
 
 INSTANTIATE_TEST_SUITE_P(
     KvMethods, CudaMatchesCpu,
-    ::testing::Values(FormatCase{"bf16", KvDtype::bf16, KvMethod::naive, 128, 0.03},
-                      FormatCase{"int2_naive_g128", KvDtype::int2, KvMethod::naive, 128, 0.3},
-                      FormatCase{"int2_quarot_g64", KvDtype::int2, KvMethod::quarot, 64, 0.3},
-                      FormatCase{"int2_oscar_g128", KvDtype::int2, KvMethod::oscar, 128, 0.3},
-                      // The 4-bit band behind the window: band pages in migration, decode and prefill.
-                      FormatCase{"int2_oscar_g128_band40", KvDtype::int2, KvMethod::oscar, 128, 0.3, 40},
-                      FormatCase{"int4_quarot_g32", KvDtype::int4, KvMethod::quarot, 32, 0.06},
-                      FormatCase{"int2_kivi_g32", KvDtype::int2, KvMethod::kivi, 32, 0.3}),
+    ::testing::Values(
+        FormatCase{"bf16", KvDtype::bf16, KvMethod::naive, 128, 0.03},
+        FormatCase{"int2_naive_g128", KvDtype::int2, KvMethod::naive, 128, 0.3},
+        FormatCase{"int2_quarot_g64", KvDtype::int2, KvMethod::quarot, 64, 0.3},
+        FormatCase{"int2_oscar_g128", KvDtype::int2, KvMethod::oscar, 128, 0.3},
+        // The 4-bit band behind the window: band pages in migration, decode and prefill.
+        FormatCase{"int2_oscar_g128_band40", KvDtype::int2, KvMethod::oscar, 128, 0.3, 40},
+        FormatCase{"int4_quarot_g32", KvDtype::int4, KvMethod::quarot, 32, 0.06},
+        FormatCase{"int2_kivi_g32", KvDtype::int2, KvMethod::kivi, 32, 0.3}),
     [](const auto& test_case) { return std::string(test_case.param.name); });
 
 // Calibration's view of a step: every layer's post-RoPE queries and keys (before any KV rotation)
@@ -357,7 +380,8 @@ TEST(CudaActivationObserver, SeesTheCpusAttentionInputs) {
     std::vector<std::vector<float>> parts;  // per layer: queries, keys, values
     int64_t q_width = 0, kv_width = 0;
     void observe(const AttentionInputs& in) override {
-      for (auto [data, width] : {std::pair{in.queries, q_width}, {in.keys, kv_width}, {in.values, kv_width}}) {
+      for (auto [data, width] :
+           {std::pair{in.queries, q_width}, {in.keys, kv_width}, {in.values, kv_width}}) {
         parts.emplace_back(data, data + in.num_tokens * width);
       }
     }
@@ -406,7 +430,8 @@ TEST(CudaReferenceLogits, MatchTransformers) {
   options.kv.dtype = KvDtype::bf16;
   options.capacity = {256, 0};
   auto backend = make_backend(testbed(), options);
-  const auto root = nlohmann::json::parse(read_file(testing::testbed_reference("logits-cases.json")));
+  const auto root =
+      nlohmann::json::parse(read_file(testing::testbed_reference("logits-cases.json")));
   for (const auto& c : root["cases"]) {
     const auto prompt = c["prompt_ids"].get<std::vector<int32_t>>();
     const auto expected = c["last_logits"].get<std::vector<std::vector<float>>>();

@@ -12,13 +12,12 @@
 #include "model/model_weights.h"
 #include "support/kv_configs.h"
 #include "support/test_paths.h"
+#include "support/testbed.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace oscar {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 // Readable failures for lists of TokenLogprob.
 void PrintTo(const TokenLogprob& entry, std::ostream* out) {
@@ -26,16 +25,6 @@ void PrintTo(const TokenLogprob& entry, std::ostream* out) {
 }
 
 namespace {
-
-const ModelWeights& testbed() {
-  static const ModelWeights weights = load_model(testing::testbed_model_dir());
-  return weights;
-}
-
-const Tokenizer& tokenizer() {
-  static const Tokenizer t = Tokenizer::load(testing::testbed_model_dir());
-  return t;
-}
 
 std::unique_ptr<Engine> make_test_engine(KvCacheConfig kv, KvPageCounts capacity, int64_t max_seqs,
                                          int64_t chunk = 64) {
@@ -46,12 +35,13 @@ std::unique_ptr<Engine> make_test_engine(KvCacheConfig kv, KvPageCounts capacity
   engine_options.scheduler.max_num_seqs = max_seqs;
   engine_options.scheduler.prefill_chunk_tokens = chunk;
   engine_options.scheduler.max_step_tokens = 256;
-  return std::make_unique<Engine>(make_backend(testbed(), options), &tokenizer(), engine_options);
+  return std::make_unique<Engine>(make_backend(testing::testbed_weights(), options),
+                                  &testing::testbed_tokenizer(), engine_options);
 }
 
 GenerationRequest greedy(const std::string& prompt, int64_t max_tokens) {
   GenerationRequest r;
-  r.prompt = tokenizer().encode(prompt);
+  r.prompt = testing::testbed_tokenizer().encode(prompt);
   r.sampling.temperature = 0;
   r.stop.max_tokens = max_tokens;
   return r;
@@ -77,11 +67,16 @@ std::map<RequestId, Finished> run_all(Engine& engine) {
   return results;
 }
 
-const std::vector<std::string> kAllPrompts = {
-    "The quick brown fox", "#include <linux/module.h>\nstatic int", "for (i = 0; i < n; i++)",
-    "The pass key is 48213. Remember it.", "Debian packages are built from", "int main(void) {",
-    "What is the pass key? The pass key is", "struct file_operations fops = {"};
-const std::vector<std::string> kPrompts(kAllPrompts.begin(), kAllPrompts.begin() + (testing::kSanitized ? 4 : 8));
+const std::vector<std::string> kAllPrompts = {"The quick brown fox",
+                                              "#include <linux/module.h>\nstatic int",
+                                              "for (i = 0; i < n; i++)",
+                                              "The pass key is 48213. Remember it.",
+                                              "Debian packages are built from",
+                                              "int main(void) {",
+                                              "What is the pass key? The pass key is",
+                                              "struct file_operations fops = {"};
+const std::vector<std::string> kPrompts(kAllPrompts.begin(),
+                                        kAllPrompts.begin() + (testing::kSanitized ? 4 : 8));
 
 TEST(EngineBatching, BatchedRequestsEqualTheSameRequestsAlone) {
   std::vector<Finished> alone;
@@ -208,7 +203,8 @@ TEST(EngineBatching, PromptLogprobsScoreEveryPositionOnce) {
     ASSERT_EQ(got.logprobs.size(), alone[i].logprobs.size()) << kPrompts[i];
     ASSERT_EQ(got.top.size(), alone[i].top.size()) << kPrompts[i];
     for (size_t k = 0; k < got.logprobs.size(); ++k) {
-      EXPECT_NEAR(got.logprobs[k], alone[i].logprobs[k], 1e-3f) << kPrompts[i] << " position " << k + 1;
+      EXPECT_NEAR(got.logprobs[k], alone[i].logprobs[k], 1e-3f)
+          << kPrompts[i] << " position " << k + 1;
     }
   }
 }
@@ -277,7 +273,8 @@ TEST(EngineBatching, TokenLogprobsOnlyWhereAsked) {
   ASSERT_EQ(prompt_logprobs.size(), scored.prompt.size() - 1);
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_LT(logprobs[asked_id][i], 0.0f);
-    EXPECT_NEAR(logprobs[asked_id][i], prompt_logprobs[prompt_logprobs.size() - 6 + i], 1e-3f) << "token " << i;
+    EXPECT_NEAR(logprobs[asked_id][i], prompt_logprobs[prompt_logprobs.size() - 6 + i], 1e-3f)
+        << "token " << i;
   }
 }
 
@@ -325,13 +322,15 @@ TEST(EngineBatching, StopTokenIdsAndMinTokens) {
 
   EXPECT_EQ(results[stop_id].tokens, std::vector<int32_t>(t.begin(), t.begin() + 3));
   EXPECT_EQ(results[stop_id].reason, FinishReason::stop);
-  EXPECT_EQ(results[stop_id].text, tokenizer().decode(std::vector<int32_t>(t.begin(), t.begin() + 2)));
+  EXPECT_EQ(results[stop_id].text,
+            testing::testbed_tokenizer().decode(std::vector<int32_t>(t.begin(), t.begin() + 2)));
 
   const std::vector<int32_t>& h = results[held_id].tokens;
   ASSERT_GE(h.size(), 4u);
   EXPECT_EQ(h[0], t[0]);
   EXPECT_EQ(h[1], t[1]);
-  for (size_t i = 0; i < 4; ++i) EXPECT_NE(h[i], t[2]) << "stop token drawn at " << i << " before min_tokens";
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NE(h[i], t[2]) << "stop token drawn at " << i << " before min_tokens";
   if (h.size() < 16) {
     EXPECT_EQ(h.back(), t[2]);  // it may end later, only at the stop token
   }
@@ -341,12 +340,13 @@ TEST(EngineBatching, StopTokenIdsAndMinTokens) {
 }
 
 // JSON mode: whatever the model would write (the testbed, left alone, writes code and prose), the
-// text is a prefix of a JSON object, and the sequence ends, with reason stop, when the object closes.
+// text is a prefix of a JSON object, and the sequence ends, with reason stop, when the object
+// closes.
 TEST(EngineBatching, JsonObjectModeWritesOneObject) {
   auto engine = make_test_engine(KvCacheConfig{}, {64, 0}, 4);
   std::map<RequestId, std::string> prompts;
-  for (const std::string prompt :
-       {"The quick brown fox", "{\"name\": \"Alice\", \"age\": 30}\n", "x = {'a': [1, 2], 'b': 'c'}\ny = "}) {
+  for (const std::string prompt : {"The quick brown fox", "{\"name\": \"Alice\", \"age\": 30}\n",
+                                   "x = {'a': [1, 2], 'b': 'c'}\ny = "}) {
     GenerationRequest request = greedy(prompt, 96);
     request.json_object = true;
     prompts[engine->submit(request)] = prompt;

@@ -12,6 +12,7 @@
 #include "support/failing_backend.h"
 #include "support/padded_vocab_model.h"
 #include "support/test_paths.h"
+#include "support/testbed.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
@@ -119,36 +120,26 @@ TEST(EngineFaults, PaddedVocabularyIdsAreNeverSampled) {
   }
 }
 
-const ModelWeights& testbed() {
-  static const ModelWeights weights = load_model(testing::testbed_model_dir());
-  return weights;
-}
-
-const Tokenizer& testbed_tokenizer() {
-  static const Tokenizer t = Tokenizer::load(testing::testbed_model_dir());
-  return t;
-}
-
 constexpr int32_t kFailingToken = 7777;
 
 TEST(EngineFaults, AFailedStepEndsOnlyTheRequestAtFault) {
   const std::vector<std::vector<int32_t>> prompts = {
-      testbed_tokenizer().encode("The quick brown fox"),
-      testbed_tokenizer().encode("int main(void) {"),
-      testbed_tokenizer().encode("Debian packages are built from")};
+      testing::testbed_tokenizer().encode("The quick brown fox"),
+      testing::testbed_tokenizer().encode("int main(void) {"),
+      testing::testbed_tokenizer().encode("Debian packages are built from")};
   // Each request alone, on the real backend.
   std::vector<std::vector<int32_t>> alone;
   for (const auto& prompt : prompts) {
-    Engine engine(make_backend(testbed(), backend_options()), &testbed_tokenizer(),
-                  engine_options());
+    Engine engine(make_backend(testing::testbed_weights(), backend_options()),
+                  &testing::testbed_tokenizer(), engine_options());
     const RequestId id = engine.submit(request(prompt, 0.0f, 12));
     alone.push_back(run_all(engine).at(id).tokens);
   }
   // Together, with a fourth whose prompt makes every step holding it fail: batched with the others
   // in its first step, it alone ends with the error.
   Engine engine(std::make_unique<testing::FailingBackend>(
-                    make_backend(testbed(), backend_options()), kFailingToken),
-                &testbed_tokenizer(), engine_options());
+                    make_backend(testing::testbed_weights(), backend_options()), kFailingToken),
+                &testing::testbed_tokenizer(), engine_options());
   std::vector<RequestId> ids;
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (i == 1) ids.push_back(engine.submit(request({1, 2, kFailingToken, 3}, 0.0f, 12)));
@@ -174,8 +165,9 @@ TEST(EngineFaults, AFailedStepEndsOnlyTheRequestAtFault) {
 }
 
 TEST(EngineFaults, AbortAllEndsEveryRequestAndTheEngineGoesOn) {
-  Engine engine(make_backend(testbed(), backend_options()), &testbed_tokenizer(), engine_options());
-  const std::vector<int32_t> prompt = testbed_tokenizer().encode("The quick brown fox");
+  Engine engine(make_backend(testing::testbed_weights(), backend_options()),
+                &testing::testbed_tokenizer(), engine_options());
+  const std::vector<int32_t> prompt = testing::testbed_tokenizer().encode("The quick brown fox");
   std::vector<RequestId> ids;
   for (int i = 0; i < 3; ++i) ids.push_back(engine.submit(request(prompt, 0.0f, 12)));
   engine.step();  // the requests are running, and hold pages

@@ -9,22 +9,14 @@
 #include "format/documents.h"
 #include "model/model_weights.h"
 #include "support/test_paths.h"
+#include "support/testbed.h"
 #include "tokenizer/tokenizer.h"
 
 namespace oscar {
 namespace {
 
-const ModelWeights& testbed() {
-  static const ModelWeights weights = load_model(testing::testbed_model_dir());
-  return weights;
-}
-
-const Tokenizer& tokenizer() {
-  static const Tokenizer t = Tokenizer::load(testing::testbed_model_dir());
-  return t;
-}
-
-std::unique_ptr<Engine> make_engine(bool prefix_caching, KvPageCounts capacity, int64_t band_tokens = 0) {
+std::unique_ptr<Engine> make_engine(bool prefix_caching, KvPageCounts capacity,
+                                    int64_t band_tokens = 0) {
   BackendOptions options;
   options.kv.dtype = KvDtype::int2;
   options.kv.method = KvMethod::quarot;
@@ -37,12 +29,13 @@ std::unique_ptr<Engine> make_engine(bool prefix_caching, KvPageCounts capacity, 
   engine_options.prefix_caching = prefix_caching;
   engine_options.scheduler.max_num_seqs = 4;
   engine_options.scheduler.prefill_chunk_tokens = 64;
-  return std::make_unique<Engine>(make_backend(testbed(), options), &tokenizer(), engine_options);
+  return std::make_unique<Engine>(make_backend(testing::testbed_weights(), options),
+                                  &testing::testbed_tokenizer(), engine_options);
 }
 
 std::vector<int32_t> shared_prefix() {
   const auto documents = read_documents(testing::testbed_model_dir() + "/valid.xz");
-  auto ids = tokenizer().encode(documents[3]);
+  auto ids = testing::testbed_tokenizer().encode(documents[3]);
   ids.resize(200);
   return ids;
 }
@@ -71,10 +64,11 @@ Result run_one(Engine& engine, std::vector<int32_t> prompt) {
 TEST(PrefixCache, HitsGiveTheColdAnswerAndSkipSharedPages) {
   auto cached = make_engine(true, {64, 64});
   auto cold = make_engine(false, {64, 64});
-  const std::vector<std::string> suffixes = {" The pass key is", " int main(void) {", "\n\nstatic int"};
+  const std::vector<std::string> suffixes = {" The pass key is", " int main(void) {",
+                                             "\n\nstatic int"};
   for (size_t i = 0; i < suffixes.size(); ++i) {
     auto prompt = shared_prefix();
-    const auto tail = tokenizer().encode(suffixes[i]);
+    const auto tail = testing::testbed_tokenizer().encode(suffixes[i]);
     prompt.insert(prompt.end(), tail.begin(), tail.end());
     const Result with_cache = run_one(*cached, prompt);
     const Result without = run_one(*cold, prompt);
@@ -97,7 +91,7 @@ TEST(PrefixCache, BandPagesAreSharedToo) {
   auto cold = make_engine(false, {64, 64, 16}, 48);
   for (const std::string suffix : {" The pass key is", " int main(void) {"}) {
     auto prompt = shared_prefix();
-    const auto tail = tokenizer().encode(suffix);
+    const auto tail = testing::testbed_tokenizer().encode(suffix);
     prompt.insert(prompt.end(), tail.begin(), tail.end());
     const Result with_cache = run_one(*cached, prompt);
     EXPECT_EQ(with_cache.tokens, run_one(*cold, prompt).tokens) << suffix;
@@ -122,7 +116,7 @@ TEST(PrefixCache, CachedPagesAreEvictedWhenThePoolNeedsThem) {
   auto engine = make_engine(true, {14, 14});
   const auto documents = read_documents(testing::testbed_model_dir() + "/valid.xz");
   for (int d = 10; d < 16; ++d) {
-    auto prompt = tokenizer().encode(documents[size_t(d)]);
+    auto prompt = testing::testbed_tokenizer().encode(documents[size_t(d)]);
     prompt.resize(150);
     EXPECT_EQ(run_one(*engine, prompt).tokens.size(), 24u) << "document " << d;
   }
@@ -150,7 +144,7 @@ TEST(PrefixCache, PagesNoRequestUsesCountAsFree) {
   EXPECT_EQ(engine->kv_cache_usage(), 0);
   // A request that starts from the cached prefix pins it: those pages are in use again.
   auto prompt = shared_prefix();
-  const auto tail = tokenizer().encode(" int main(void) {");
+  const auto tail = testing::testbed_tokenizer().encode(" int main(void) {");
   prompt.insert(prompt.end(), tail.begin(), tail.end());
   GenerationRequest request;
   request.prompt = prompt;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "quant/group_codec.h"
 #include "quant/error_feedback.h"
+#include "quant/group_codec.h"
 #include "util/error.h"
 #include "util/half.h"
 
@@ -36,21 +36,25 @@ size_t CpuKvStore::bytes_allocated() const {
   return total;
 }
 
-std::byte* CpuKvStore::page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position, PageKind kind) {
+std::byte* CpuKvStore::page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
+                            PageKind kind) {
   return const_cast<std::byte*>(std::as_const(*this).page(layer, pages, position, kind));
 }
 
-const std::byte* CpuKvStore::page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
-                                  PageKind kind) const {
+const std::byte* CpuKvStore::page(int64_t layer, const std::vector<LogicalPage>& pages,
+                                  int64_t position, PageKind kind) const {
   const int64_t logical = position / layout_.page_size_tokens;
   const LogicalPage* ids = logical < int64_t(pages.size()) ? &pages[size_t(logical)] : nullptr;
   switch (kind) {
     case PageKind::full:
-      require(ids != nullptr && ids->full >= 0, "KV cache: position {} has no full-precision page", position);
+      require(ids != nullptr && ids->full >= 0, "KV cache: position {} has no full-precision page",
+              position);
       return full_arenas_[size_t(layer)].data() + ids->full * layout_.full_page_bytes;
     case PageKind::quantized:
-      require(ids != nullptr && ids->quantized >= 0, "KV cache: position {} has no quantized page", position);
-      return quantized_arenas_[size_t(layer)].data() + ids->quantized * layout_.quantized_page_bytes;
+      require(ids != nullptr && ids->quantized >= 0, "KV cache: position {} has no quantized page",
+              position);
+      return quantized_arenas_[size_t(layer)].data() +
+             ids->quantized * layout_.quantized_page_bytes;
     case PageKind::band:
       require(ids != nullptr && ids->band >= 0, "KV cache: position {} has no band page", position);
       return band_arenas_[size_t(layer)].data() + ids->band * layout_.band_page_bytes;
@@ -103,17 +107,17 @@ void CpuKvStore::read_full(int64_t layer, const std::vector<LogicalPage>& pages,
 void CpuKvStore::set_feedback(std::vector<float> key_factors, std::vector<float> value_factors) {
   const int64_t d = layout_.head_dim;
   for (const auto* factors : {&key_factors, &value_factors}) {
-    require(factors->empty() ||
-                int64_t(factors->size()) == int64_t(quantized_arenas_.size()) * layout_.num_kv_heads * d * d,
-            "error feedback: {} factor values for {} layers x {} KV heads", factors->size(), quantized_arenas_.size(),
-            layout_.num_kv_heads);
+    require(factors->empty() || int64_t(factors->size()) == int64_t(quantized_arenas_.size()) *
+                                                                layout_.num_kv_heads * d * d,
+            "error feedback: {} factor values for {} layers x {} KV heads", factors->size(),
+            quantized_arenas_.size(), layout_.num_kv_heads);
   }
   key_feedback_ = std::move(key_factors);
   value_feedback_ = std::move(value_factors);
 }
 
-void CpuKvStore::quantize_token_groups(std::byte* page, bool band, int64_t layer, int64_t kv_head, int64_t slot,
-                                       const float* row, bool is_key) {
+void CpuKvStore::quantize_token_groups(std::byte* page, bool band, int64_t layer, int64_t kv_head,
+                                       int64_t slot, const float* row, bool is_key) {
   const PageLayout& layout = band ? band_layout_ : layout_;
   const int bits = layout.bits;
   const int64_t g = layout.group_size;
@@ -123,7 +127,8 @@ void CpuKvStore::quantize_token_groups(std::byte* page, bool band, int64_t layer
   auto* codes = reinterpret_cast<uint8_t*>(
       page + (is_key ? layout.key_codes(kv_head, slot) : layout.value_codes(kv_head, slot)));
   std::vector<GroupParams> params(size_t(d / g));
-  choose_row_params(std::span<const float>(row, size_t(d)), int(g), bits, clip, layout.param_format, params);
+  choose_row_params(std::span<const float>(row, size_t(d)), int(g), bits, clip, layout.param_format,
+                    params);
   // With error feedback the codes come from the running values; the parameters stay the nearest
   // rounding's. The band rounds to nearest.
   std::vector<float> fed_back;
@@ -138,9 +143,10 @@ void CpuKvStore::quantize_token_groups(std::byte* page, bool band, int64_t layer
   for (int64_t group = 0; group < d / g; ++group) {
     quantize_group(std::span<const float>(row + group * g, size_t(g)), params[size_t(group)], bits,
                    codes + packed_bytes(int(group * g), bits));
-    const int64_t params_offset =
-        is_key ? layout.key_params(kv_head, slot, group) : layout.value_params(kv_head, slot, group);
-    store_params(params[size_t(group)], layout.param_format, reinterpret_cast<uint8_t*>(page + params_offset));
+    const int64_t params_offset = is_key ? layout.key_params(kv_head, slot, group)
+                                         : layout.value_params(kv_head, slot, group);
+    store_params(params[size_t(group)], layout.param_format,
+                 reinterpret_cast<uint8_t*>(page + params_offset));
   }
 }
 
@@ -156,7 +162,8 @@ void CpuKvStore::quantize(int64_t layer, const std::vector<LogicalPage>& pages, 
     const int64_t slot = position % layout_.page_size_tokens;
     for (int64_t h = 0; h < layout_.num_kv_heads; ++h) {
       read_full(layer, pages, h, position, position + 1, keys.data(), values.data());
-      if (!layout_.keys_per_channel) quantize_token_groups(target, /*band=*/false, layer, h, slot, keys.data(), true);
+      if (!layout_.keys_per_channel)
+        quantize_token_groups(target, /*band=*/false, layer, h, slot, keys.data(), true);
       quantize_token_groups(target, /*band=*/false, layer, h, slot, values.data(), false);
       if (banded) {
         quantize_token_groups(band_target, /*band=*/true, layer, h, slot, keys.data(), true);
@@ -195,8 +202,8 @@ void CpuKvStore::quantize_key_channels(int64_t layer, const std::vector<LogicalP
           const float scaled = std::nearbyint((channel[size_t(t)] - params.zero) / params.scale);
           const int code = int(std::clamp(scaled, 0.0f, float((1 << bits) - 1)));
           const int64_t bit = c * bits;
-          codes[bit / 8] = uint8_t((codes[bit / 8] & ~(((1 << bits) - 1) << (bit % 8))) |
-                                   (code << (bit % 8)));
+          codes[bit / 8] =
+              uint8_t((codes[bit / 8] & ~(((1 << bits) - 1) << (bit % 8))) | (code << (bit % 8)));
         }
       }
     }
@@ -209,14 +216,14 @@ void CpuKvStore::read_quantized(int64_t layer, const std::vector<LogicalPage>& p
   read_codes(layout_, PageKind::quantized, layer, pages, kv_head, begin, end, keys_out, values_out);
 }
 
-void CpuKvStore::read_band(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head, int64_t begin,
-                           int64_t end, float* keys_out, float* values_out) const {
+void CpuKvStore::read_band(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head,
+                           int64_t begin, int64_t end, float* keys_out, float* values_out) const {
   read_codes(band_layout_, PageKind::band, layer, pages, kv_head, begin, end, keys_out, values_out);
 }
 
 void CpuKvStore::read_codes(const PageLayout& layout, PageKind kind, int64_t layer,
-                            const std::vector<LogicalPage>& pages, int64_t kv_head, int64_t begin, int64_t end,
-                            float* keys_out, float* values_out) const {
+                            const std::vector<LogicalPage>& pages, int64_t kv_head, int64_t begin,
+                            int64_t end, float* keys_out, float* values_out) const {
   const int64_t d = layout.head_dim;
   const int64_t g = layout.group_size;
   const int bits = layout.bits;
@@ -225,7 +232,8 @@ void CpuKvStore::read_codes(const PageLayout& layout, PageKind kind, int64_t lay
     const int64_t slot = position % layout.page_size_tokens;
     float* key_row = keys_out + (position - begin) * d;
     float* value_row = values_out + (position - begin) * d;
-    const auto* key_codes = reinterpret_cast<const uint8_t*>(page + layout.key_codes(kv_head, slot));
+    const auto* key_codes =
+        reinterpret_cast<const uint8_t*>(page + layout.key_codes(kv_head, slot));
     const auto* value_codes =
         reinterpret_cast<const uint8_t*>(page + layout.value_codes(kv_head, slot));
     for (int64_t group = 0; group < d / g; ++group) {

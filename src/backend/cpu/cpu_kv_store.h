@@ -34,8 +34,8 @@ class CpuKvStore {
                  int64_t begin, int64_t end, float* keys_out, float* values_out) const;
   void read_quantized(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head,
                       int64_t begin, int64_t end, float* keys_out, float* values_out) const;
-  void read_band(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head, int64_t begin,
-                 int64_t end, float* keys_out, float* values_out) const;
+  void read_band(int64_t layer, const std::vector<LogicalPage>& pages, int64_t kv_head,
+                 int64_t begin, int64_t end, float* keys_out, float* values_out) const;
 
   size_t bytes_allocated() const;
 
@@ -46,17 +46,19 @@ class CpuKvStore {
 
  private:
   enum class PageKind { full, quantized, band };
-  std::byte* page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position, PageKind kind);
+  std::byte* page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
+                  PageKind kind);
   const std::byte* page(int64_t layer, const std::vector<LogicalPage>& pages, int64_t position,
                         PageKind kind) const;
   void load_full_row(const std::byte* source, float* out) const;
   // One row into per-token groups of a quantized page, or of a band page in the band's format.
-  void quantize_token_groups(std::byte* page, bool band, int64_t layer, int64_t kv_head, int64_t slot,
-                             const float* row, bool is_key);
+  void quantize_token_groups(std::byte* page, bool band, int64_t layer, int64_t kv_head,
+                             int64_t slot, const float* row, bool is_key);
   void quantize_key_channels(int64_t layer, const std::vector<LogicalPage>& pages, int64_t begin,
                              int64_t end);
-  void read_codes(const PageLayout& layout, PageKind kind, int64_t layer, const std::vector<LogicalPage>& pages,
-                  int64_t kv_head, int64_t begin, int64_t end, float* keys_out, float* values_out) const;
+  void read_codes(const PageLayout& layout, PageKind kind, int64_t layer,
+                  const std::vector<LogicalPage>& pages, int64_t kv_head, int64_t begin,
+                  int64_t end, float* keys_out, float* values_out) const;
 
   KvCacheConfig config_;
   PageLayout layout_;
@@ -67,8 +69,8 @@ class CpuKvStore {
   std::vector<ZeroedMemory> full_arenas_;
   std::vector<ZeroedMemory> quantized_arenas_;
   std::vector<ZeroedMemory> band_arenas_;
-  std::vector<float> key_feedback_;                       // [layers][kv_heads][D][D], or empty
-  std::vector<float> value_feedback_;                     // [layers][kv_heads][D][D], or empty
+  std::vector<float> key_feedback_;    // [layers][kv_heads][D][D], or empty
+  std::vector<float> value_feedback_;  // [layers][kv_heads][D][D], or empty
 };
 
 }  // namespace oscar
