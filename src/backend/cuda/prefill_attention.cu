@@ -1,9 +1,8 @@
 // Flash attention for prefill chunks on the tensor cores (wgmma, sm_90a): causal, GQA, bf16
 // operands, float32 accumulation and online softmax. One block per (block item, KV head): 128 query
 // rows (the item's tokens x the group's query heads, token-major), two warpgroups of 64 rows each,
-// against tiles of 128 keys that all 256 threads copy with cp.async into a three-stage ring, one
-// tile ahead; each warpgroup's softmax of a tile runs while the tensor cores weigh the values of
-// the tile before.
+// against tiles of 128 keys that a third warpgroup copies by TMA into a three-stage ring; each
+// warpgroup's softmax of a tile runs while the tensor cores weigh the values of the tile before.
 //
 // The decode rule (kvcache/kv_cache_config.h, as cpu_attention and the float kernel apply it): the
 // query at position t reads key j from its 2-bit copy iff sink <= j < band_begin(t + 1), from its
@@ -319,70 +318,10 @@ __device__ void copy_jobs(const AttentionArgs& args, const CUtensorMap* full_map
   }
 }
 
-// A consumer thread: its two query rows against every job, then their partial records.
-__device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
-                             const ItemBounds& bounds, int kv_head, std::byte* shared,
-                             SharedStages stages) {
-  const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-  const int quad = lane % 4;
-  // This thread's two rows: g and g + 8 of its warp's 16.
-  const int row0 = warpgroup * 64 + warp * 16 + lane / 4;
-  const RowBounds rows[2] = {row_bounds(args, item, row0), row_bounds(args, item, row0 + 8)};
-  const uint32_t queries = stages.base + uint32_t(warpgroup * 2 * kQueryHalfBytes);
-  load_queries(args, item, kv_head, shared);
-  bulk::fence_proxy_async();
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // every consumer's queries
-
-  float s[64], o[64];
-  uint32_t p[8][4];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, correction[2];
-  bool have_weights = false;  // p holds the previous job's weights
-  int previous_stage = 0, stage = 0, round = 0;
-  for (Job job = first_job(bounds); job.tile < bounds.key_end; job = next_job(bounds, job)) {
-    bulk::wait(stages.full(stage), uint32_t(round) & 1u);
-    wgmma::fence_operands(o);
-    wgmma::fence();
-    issue_scores(s, queries, stages.keys(stage));
-    if (have_weights) {
-      issue_values(o, p, stages.values(previous_stage));
-      wgmma::wait<1>();
-    } else {
-      wgmma::wait<0>();
-    }
-    wgmma::fence_operands(s);
-    softmax_tile(s, bounds, job, rows, quad, row_max, row_sum, correction);
-    wgmma::wait<0>();
-    wgmma::fence_operands(o);
-    fence_weights(p);
-    if (have_weights && lane == 0) bulk::arrive(stages.empty(previous_stage));
-#pragma unroll
-    for (int b = 0; b < 16; ++b) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[4 * b + e] *= correction[e / 2];
-    }
-#pragma unroll
-    for (int k = 0; k < kKeys / 16; ++k) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) p[k][r] = pack_bf16x2(s[8 * k + 2 * r], s[8 * k + 2 * r + 1]);
-    }
-    have_weights = true;
-    previous_stage = stage;
-    if (++stage == kStages) {
-      stage = 0;
-      ++round;
-    }
-  }
-  if (have_weights) {
-    wgmma::fence_operands(o);
-    wgmma::fence();
-    issue_values(o, p, stages.values(previous_stage));
-    wgmma::wait<0>();
-    wgmma::fence_operands(o);
-  }
-
-  // Partial records: max (log2 units), sum and the unnormalised output of each row.
+// The rows' partial records: max (log2 units), sum and the unnormalised output of each row.
+__device__ void write_partials(const AttentionArgs& args, const BlockItem& item, int kv_head,
+                               const RowBounds (&rows)[2], int row0, int quad, const float (&o)[64],
+                               float (&row_max)[2], float (&row_sum)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
@@ -403,6 +342,91 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
       record[args.group + head] = row_sum[r];
     }
   }
+}
+
+// The weights of a tile as bf16 pairs in the A-operand layout of P V.
+__device__ __forceinline__ void pack_weights(const float (&s)[64], uint32_t (&p)[8][4]) {
+#pragma unroll
+  for (int k = 0; k < kKeys / 16; ++k) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) p[k][r] = pack_bf16x2(s[8 * k + 2 * r], s[8 * k + 2 * r + 1]);
+  }
+}
+
+// A consumer thread: its two query rows against every job, then their partial records.
+__device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
+                             const ItemBounds& bounds, int kv_head, std::byte* shared,
+                             SharedStages stages) {
+  const int warpgroup = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int quad = lane % 4;
+  // This thread's two rows: g and g + 8 of its warp's 16.
+  const int row0 = warpgroup * 64 + warp * 16 + lane / 4;
+  const RowBounds rows[2] = {row_bounds(args, item, row0), row_bounds(args, item, row0 + 8)};
+  const uint32_t queries = stages.base + uint32_t(warpgroup * 2 * kQueryHalfBytes);
+  load_queries(args, item, kv_head, shared);
+  bulk::fence_proxy_async();
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // every consumer's queries
+
+  float s[64], o[64];
+  uint32_t p[8][4];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.0f, 0.0f}, correction[2];
+  // The first job's scores alone; from then on a job's scores and the previous job's P V are
+  // issued together, with no branch between the products and their waits (ptxas serializes the
+  // products where it cannot see that no other instruction reads their accumulators meanwhile).
+  Job job = first_job(bounds);
+  if (job.tile >= bounds.key_end)
+    return write_partials(args, item, kv_head, rows, row0, quad, o, row_max, row_sum);
+  int previous_stage = 0, stage = 0, round = 0;
+  auto advance = [&] {
+    previous_stage = stage;
+    if (++stage == kStages) {
+      stage = 0;
+      ++round;
+    }
+  };
+  {
+    const Job next = next_job(bounds, job);
+    bulk::wait(stages.full(stage), 0u);
+    wgmma::fence();
+    issue_scores(s, queries, stages.keys(stage));
+    wgmma::wait<0>();
+    wgmma::fence_operands(s);
+    softmax_tile(s, bounds, job, rows, quad, row_max, row_sum, correction);
+    pack_weights(s, p);
+    advance();
+    job = next;
+  }
+  while (job.tile < bounds.key_end) {
+    const Job next = next_job(bounds, job);
+    bulk::wait(stages.full(stage), uint32_t(round) & 1u);
+    wgmma::fence_operands(o);
+    wgmma::fence();
+    issue_scores(s, queries, stages.keys(stage));
+    issue_values(o, p, stages.values(previous_stage));
+    wgmma::wait<1>();
+    wgmma::fence_operands(s);
+    softmax_tile(s, bounds, job, rows, quad, row_max, row_sum, correction);
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+    fence_weights(p);
+    if (lane == 0) bulk::arrive(stages.empty(previous_stage));
+#pragma unroll
+    for (int b = 0; b < 16; ++b) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[4 * b + e] *= correction[e / 2];
+    }
+    pack_weights(s, p);
+    advance();
+    job = next;
+  }
+  wgmma::fence_operands(o);
+  wgmma::fence();
+  issue_values(o, p, stages.values(previous_stage));
+  wgmma::wait<0>();
+  wgmma::fence_operands(o);
+  write_partials(args, item, kv_head, rows, row0, quad, o, row_max, row_sum);
 }
 
 // One block: warpgroups 0 and 1 compute (64 query rows each), warpgroup 2 copies the tiles, one
