@@ -1,7 +1,8 @@
 // The write of the new tokens' keys and values. Mirrors the key/query rotation in
-// CpuBackend::attention_block (rotate_rows, backend/cpu/cpu_math.cpp: out[j] = sum_i x[i] R[i][j] as
-// one fma chain over i) and CpuKvStore::write_full (backend/cpu/cpu_kv_store.cpp: bf16 rows into the
-// token's slot of its full-precision page). Values are not rotated here: R_V is folded into W_v.
+// CpuBackend::attention_block (rotate_rows, backend/cpu/cpu_math.cpp: out[j] = sum_i x[i] R[i][j]
+// as one fma chain over i) and CpuKvStore::write_full (backend/cpu/cpu_kv_store.cpp: bf16 rows into
+// the token's slot of its full-precision page). Values are not rotated here: R_V is folded into
+// W_v.
 #include <algorithm>
 
 #include "backend/cuda/chained_launch.cuh"
@@ -42,19 +43,22 @@ constexpr int shared_bytes(int rows_per_block, int group) {
 // median of 72 launches, before -> after: 1 row 5.47 -> 5.22 us, 8 rows 6.34 -> 5.98, 29 rows
 // 13.22 -> 8.22; INT2 decode step at 32K x 8 8.83 / 8.77 -> 8.66 / 8.72 ms).
 template <int Columns>
-__global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_block) {
+__global__ void __launch_bounds__(kThreads)
+    kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_block) {
   constexpr int kQuads = Columns / 4;  // channel quads of the slice
   extern __shared__ __align__(16) float shared[];
-  float* rotation = shared;                         // [kHeadDim][Columns], used only when rotating
-  float* vectors = shared + kHeadDim * Columns;     // [rows_per_block * (1 + group)][kVectorStride]
+  float* rotation = shared;                      // [kHeadDim][Columns], used only when rotating
+  float* vectors = shared + kHeadDim * Columns;  // [rows_per_block * (1 + group)][kVectorStride]
   __shared__ PageIds row_pages[kMaxRowsPerBlock];
   __shared__ int row_slots[kMaxRowsPerBlock];
   const int kv_head = blockIdx.y, first_channel = blockIdx.z * Columns, t = threadIdx.x;
   const int group = args.num_heads / args.num_kv_heads, per_row = 1 + group;
-  const int first_row = blockIdx.x * rows_per_block, tile_rows = min(rows - first_row, rows_per_block);
+  const int first_row = blockIdx.x * rows_per_block,
+            tile_rows = min(rows - first_row, rows_per_block);
   const bool rotates = args.key_rotations != nullptr;
   if (rotates) {
-    const float* source = args.key_rotations + int64_t(kv_head) * kHeadDim * kHeadDim + first_channel;
+    const float* source =
+        args.key_rotations + int64_t(kv_head) * kHeadDim * kHeadDim + first_channel;
     const uint32_t base = shared_address(rotation);
     for (int chunk = t; chunk < kHeadDim * kQuads; chunk += kThreads) {
       const int i = chunk / kQuads, quad = chunk % kQuads;
@@ -80,9 +84,10 @@ __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs ar
   const int value_row = t / kQuads, value_quad = t % kQuads;
   float4 value{};
   if (value_row < tile_rows) {
-    value = *reinterpret_cast<const float4*>(args.qkv + int64_t(first_row + value_row) * args.row_stride +
-                                             int64_t(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim +
-                                             first_channel + value_quad * 4);
+    value = *reinterpret_cast<const float4*>(
+        args.qkv + int64_t(first_row + value_row) * args.row_stride +
+        int64_t(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim + first_channel +
+        value_quad * 4);
   }
   const PageLayout& layout = args.layout;
   if (t < tile_rows) {
@@ -104,7 +109,8 @@ __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs ar
         const float xi[4] = {xs.x, xs.y, xs.z, xs.w};
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-          const float4 r = *reinterpret_cast<const float4*>(rotation + (i + u) * Columns + quad * 4);
+          const float4 r =
+              *reinterpret_cast<const float4*>(rotation + (i + u) * Columns + quad * 4);
           out.x = fmaf(xi[u], r.x, out.x);
           out.y = fmaf(xi[u], r.y, out.y);
           out.z = fmaf(xi[u], r.z, out.z);
@@ -119,14 +125,16 @@ __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs ar
       std::byte* page = args.full_pages + int64_t(row_pages[row].full) * layout.full_page_bytes;
       store_bf16x4(page + layout.full_key_offset(kv_head, row_slots[row]) + channel * 2, out);
     } else {
-      *reinterpret_cast<float4*>(args.rotated_queries +
-                                 (int64_t(first_row + row) * args.num_heads + kv_head * group + v - 1) * kHeadDim +
-                                 channel) = out;
+      *reinterpret_cast<float4*>(
+          args.rotated_queries +
+          (int64_t(first_row + row) * args.num_heads + kv_head * group + v - 1) * kHeadDim +
+          channel) = out;
     }
   }
   if (value_row < tile_rows) {
     std::byte* page = args.full_pages + int64_t(row_pages[value_row].full) * layout.full_page_bytes;
-    store_bf16x4(page + layout.full_value_offset(kv_head, row_slots[value_row]) + (first_channel + value_quad * 4) * 2,
+    store_bf16x4(page + layout.full_value_offset(kv_head, row_slots[value_row]) +
+                     (first_channel + value_quad * 4) * 2,
                  value);
   }
 }
@@ -134,15 +142,129 @@ __global__ void __launch_bounds__(kThreads) kv_write_kernel(const KvWriteArgs ar
 template <int Columns>
 void launch_slices(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
   constexpr int kMaxShared = shared_bytes<Columns>(kMaxRowsPerBlock, kMaxGroup);
-  static const cudaError_t opted_in =
-      cudaFuncSetAttribute(kv_write_kernel<Columns>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxShared);
+  static const cudaError_t opted_in = cudaFuncSetAttribute(
+      kv_write_kernel<Columns>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxShared);
   check(opted_in, "cudaFuncSetAttribute(kv_write_kernel)");
   const int rows_per_block = int(std::min<int64_t>(rows, kMaxRowsPerBlock));
-  const dim3 grid(unsigned((rows + rows_per_block - 1) / rows_per_block), unsigned(args.num_kv_heads),
-                  kHeadDim / Columns);
+  const dim3 grid(unsigned((rows + rows_per_block - 1) / rows_per_block),
+                  unsigned(args.num_kv_heads), kHeadDim / Columns);
   const int shared = shared_bytes<Columns>(rows_per_block, args.num_heads / args.num_kv_heads);
-  launch_chained("kv_write_kernel", kv_write_kernel<Columns>, grid, dim3(kThreads), size_t(shared), stream, args,
-                 int(rows), rows_per_block);
+  launch_chained("kv_write_kernel", kv_write_kernel<Columns>, grid, dim3(kThreads), size_t(shared),
+                 stream, args, int(rows), rows_per_block);
+}
+
+// Prefill chunks' rows with a rotation: the key and the group's queries of each row are the rows
+// of X [vectors][D], and X R_K a matrix product, tiled in registers: a block takes 128 vectors of
+// one KV head with all of R_K in shared memory, a thread 8 vectors x 8 channels, each output one
+// fma chain over i as on the CPU (the same results as the kernel above, with a quarter of its
+// shared-memory reads per fma). Each block also copies its share of the rows' values.
+constexpr int kTileVectors = 128;
+constexpr int kTileThreads = 256;
+constexpr int kTileVectorStride = kHeadDim + 4;  // floats
+constexpr int kTileSharedBytes = (kHeadDim * kHeadDim + kTileVectors * kTileVectorStride) * 4;
+
+__global__ void __launch_bounds__(kTileThreads)
+    kv_write_rotated_tile_kernel(const KvWriteArgs args, int rows) {
+  extern __shared__ __align__(16) float shared[];
+  float* rotation = shared;                    // [D][D]
+  float* tile = shared + kHeadDim * kHeadDim;  // [kTileVectors][kTileVectorStride]
+  const int kv_head = blockIdx.y, t = threadIdx.x;
+  const int group = args.num_heads / args.num_kv_heads, per_row = 1 + group;
+  const int vectors = rows * per_row, first_vector = blockIdx.x * kTileVectors;
+  const float* source = args.key_rotations + int64_t(kv_head) * kHeadDim * kHeadDim;
+  for (int chunk = t; chunk < kHeadDim * kHeadDim / 4; chunk += kTileThreads) {
+    cp_async_16(shared_address(rotation) + chunk * 16, source + chunk * 4);
+  }
+  wait_for_producer();
+  release_consumer();
+  // Vector v: row v / per_row; its key (v % per_row == 0) or one of the group's queries.
+  for (int chunk = t; chunk < kTileVectors * (kHeadDim / 4); chunk += kTileThreads) {
+    const int local = chunk / (kHeadDim / 4), quad = chunk % (kHeadDim / 4);
+    const int v = min(first_vector + local, vectors - 1);  // past the end: a copy, never stored
+    const int row = v / per_row, which = v % per_row;
+    const int head = which == 0 ? args.num_heads + kv_head : kv_head * group + which - 1;
+    cp_async_16(shared_address(tile + local * kTileVectorStride + quad * 4),
+                args.qkv + int64_t(row) * args.row_stride + int64_t(head) * kHeadDim + quad * 4);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  const int octet = t % 16,
+            first_local = (t / 16) * 8;  // channels 8 octet.., vectors first_local..
+  float out[8][8] = {};
+#pragma unroll 1
+  for (int i = 0; i < kHeadDim; i += 4) {
+    float4 x[8];
+#pragma unroll
+    for (int a = 0; a < 8; ++a) {
+      x[a] = *reinterpret_cast<const float4*>(tile + (first_local + a) * kTileVectorStride + i);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const float4 ra = *reinterpret_cast<const float4*>(rotation + (i + u) * kHeadDim + 8 * octet);
+      const float4 rb =
+          *reinterpret_cast<const float4*>(rotation + (i + u) * kHeadDim + 8 * octet + 4);
+      const float r[8] = {ra.x, ra.y, ra.z, ra.w, rb.x, rb.y, rb.z, rb.w};
+#pragma unroll
+      for (int a = 0; a < 8; ++a) {
+        const float xi = u == 0 ? x[a].x : u == 1 ? x[a].y : u == 2 ? x[a].z : x[a].w;
+#pragma unroll
+        for (int b = 0; b < 8; ++b) out[a][b] = fmaf(xi, r[b], out[a][b]);
+      }
+    }
+  }
+  const PageLayout& layout = args.layout;
+  const int channel = 8 * octet;
+#pragma unroll
+  for (int a = 0; a < 8; ++a) {
+    const int v = first_vector + first_local + a;
+    if (v >= vectors) break;
+    const int row = v / per_row, which = v % per_row;
+    const float4 low{out[a][0], out[a][1], out[a][2], out[a][3]};
+    const float4 high{out[a][4], out[a][5], out[a][6], out[a][7]};
+    if (which == 0) {
+      const QueryRow q = args.rows[row];
+      const PageIds page = args.page_table[q.page_table + q.position / layout.page_size_tokens];
+      std::byte* at = args.full_pages + int64_t(page.full) * layout.full_page_bytes +
+                      layout.full_key_offset(kv_head, q.position % layout.page_size_tokens) +
+                      channel * 2;
+      store_bf16x4(at, low);
+      store_bf16x4(at + 8, high);
+    } else {
+      float* at = args.rotated_queries +
+                  (int64_t(row) * args.num_heads + kv_head * group + which - 1) * kHeadDim +
+                  channel;
+      *reinterpret_cast<float4*>(at) = low;
+      *reinterpret_cast<float4*>(at + 4) = high;
+    }
+  }
+  // The values of this block's share of the rows (not rotated: R_V is folded into W_v).
+  const int rows_per_block = (rows + int(gridDim.x) - 1) / int(gridDim.x);
+  const int first_row = int(blockIdx.x) * rows_per_block;
+  const int last_row = min(rows, first_row + rows_per_block);
+  for (int item = t; item < (last_row - first_row) * (kHeadDim / 4); item += kTileThreads) {
+    const int row = first_row + item / (kHeadDim / 4), quad = item % (kHeadDim / 4);
+    const float4 value = reinterpret_cast<const float4*>(
+        args.qkv + int64_t(row) * args.row_stride +
+        int64_t(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim)[quad];
+    const QueryRow q = args.rows[row];
+    const PageIds page = args.page_table[q.page_table + q.position / layout.page_size_tokens];
+    store_bf16x4(args.full_pages + int64_t(page.full) * layout.full_page_bytes +
+                     layout.full_value_offset(kv_head, q.position % layout.page_size_tokens) +
+                     quad * 8,
+                 value);
+  }
+}
+
+void launch_rotated_tiles(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
+  static const cudaError_t opted_in = cudaFuncSetAttribute(
+      kv_write_rotated_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kTileSharedBytes);
+  check(opted_in, "cudaFuncSetAttribute(kv_write_rotated_tile_kernel)");
+  const int64_t vectors = rows * (1 + args.num_heads / args.num_kv_heads);
+  const dim3 grid(unsigned((vectors + kTileVectors - 1) / kTileVectors),
+                  unsigned(args.num_kv_heads));
+  launch_chained("kv_write_rotated_tile_kernel", kv_write_rotated_tile_kernel, grid,
+                 dim3(kTileThreads), size_t(kTileSharedBytes), stream, args, int(rows));
 }
 
 }  // namespace
@@ -151,6 +273,8 @@ void launch_kv_write(const KvWriteArgs& args, int64_t rows, cudaStream_t stream)
   if (rows == 0) return;
   if (rows <= 64) {
     launch_slices<8>(args, rows, stream);
+  } else if (args.key_rotations != nullptr) {
+    launch_rotated_tiles(args, rows, stream);
   } else {
     launch_slices<32>(args, rows, stream);
   }
