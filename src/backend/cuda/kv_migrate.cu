@@ -18,7 +18,8 @@ constexpr int kWarpsPerBlock = 4;
 // Reductions over the `lanes` lanes (a power of two) that hold one group.
 template <typename T, typename Op>
 __device__ __forceinline__ T group_reduce(T value, int lanes, Op op) {
-  for (int offset = 1; offset < lanes; offset *= 2) value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  for (int offset = 1; offset < lanes; offset *= 2)
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
   return value;
 }
 
@@ -26,17 +27,20 @@ __device__ __forceinline__ T group_reduce(T value, int lanes, Op op) {
 // (the first one on ties, as on the CPU).
 template <int N>
 __device__ DeviceParams choose_params(const float (&x)[N], float lo, float hi, int lanes, int bits,
-                                      float ratio, bool search, ParamFormat format, const float* q8_scales) {
+                                      float ratio, bool search, ParamFormat format,
+                                      const float* q8_scales) {
   if (!search) return params_for_range(lo * ratio, hi * ratio, bits, format, q8_scales);
   DeviceParams best{};
   double best_error = 0.0;
   for (int c = 0; c < kClipCandidateCount; ++c) {
     const float candidate = clip_candidate(c);
-    const DeviceParams p = params_for_range(lo * candidate, hi * candidate, bits, format, q8_scales);
+    const DeviceParams p =
+        params_for_range(lo * candidate, hi * candidate, bits, format, q8_scales);
     double error = 0.0;
 #pragma unroll
     for (int i = 0; i < N; ++i) {
-      const double diff = double(x[i]) - double(float(quantize_code(x[i], p, bits)) * p.scale + p.zero);
+      const double diff =
+          double(x[i]) - double(float(quantize_code(x[i], p, bits)) * p.scale + p.zero);
       error += diff * diff;
     }
     error = group_reduce(error, lanes, [](double a, double b) { return a + b; });
@@ -58,15 +62,17 @@ __device__ __forceinline__ std::byte* layer_quantized_pages(const KvMigrateArgs&
 
 // One token's keys or values of one KV head in one layer, by one warp: lane l holds channels
 // 4l..4l+3.
-__device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateTask task, int kv_head, bool is_value) {
+__device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateTask task,
+                            int kv_head, bool is_value) {
   const PageLayout& layout = args.layout;
   const int lane = threadIdx.x % 32;
   const int bits = layout.bits;
   const int lanes_per_group = int(layout.group_size) / 4;
   const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
   const int slot = task.position % layout.page_size_tokens;
-  const std::byte* full = layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-                          (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
+  const std::byte* full =
+      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
+      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
   const int32_t target = args.band ? ids.band : ids.quantized;
   const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
   const float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
@@ -76,10 +82,12 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   lo = group_reduce(lo, lanes_per_group, [](float a, float b) { return fminf(a, b); });
   hi = group_reduce(hi, lanes_per_group, [](float a, float b) { return fmaxf(a, b); });
   const DeviceParams p = choose_params(x, lo, hi, lanes_per_group, bits,
-                                       is_value ? args.clip_ratio_v : args.clip_ratio_k, args.clip_search,
-                                       layout.param_format, args.q8_scales);
-  std::byte* page = layer_quantized_pages(args, layer) + int64_t(target) * layout.quantized_page_bytes;
-  std::byte* codes = page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+                                       is_value ? args.clip_ratio_v : args.clip_ratio_k,
+                                       args.clip_search, layout.param_format, args.q8_scales);
+  std::byte* page =
+      layer_quantized_pages(args, layer) + int64_t(target) * layout.quantized_page_bytes;
+  std::byte* codes =
+      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
   int packed = 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i) packed |= quantize_code(x[i], p, bits) << (i * bits);
@@ -90,7 +98,8 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   }
   if (lane % lanes_per_group == 0) {
     const int group = lane / lanes_per_group;
-    const int64_t offset = is_value ? layout.value_params(kv_head, slot, group) : layout.key_params(kv_head, slot, group);
+    const int64_t offset = is_value ? layout.value_params(kv_head, slot, group)
+                                    : layout.key_params(kv_head, slot, group);
     store_params(p, layout.param_format, args.q8_scales, reinterpret_cast<uint8_t*>(page + offset));
   }
 }
@@ -112,7 +121,8 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
     const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
     const bool is_value = unit % 2 == 1;
     if (is_value ? skip_values : skip_keys) continue;
-    migrate_row(args, layer, args.tasks[unit / (2 * args.num_kv_heads)], (unit / 2) % args.num_kv_heads, is_value);
+    migrate_row(args, layer, args.tasks[unit / (2 * args.num_kv_heads)],
+                (unit / 2) % args.num_kv_heads, is_value);
   }
 }
 
@@ -128,11 +138,16 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
 constexpr int kLanesPerToken = 16;
 constexpr int kChannelsPerLane = kHeadDim / kLanesPerToken;
 constexpr int kTokensPerWarp = 32 / kLanesPerToken;
-constexpr int kFeedbackWarps = 4;
-constexpr int kTokensPerBlock = kFeedbackWarps * kTokensPerWarp;
+// Warps of a block: prefill chunks take 8, so that the three blocks a multiprocessor holds (their
+// staged factors fill its shared memory) give it 24 warps to hide the chain's latency with; decode
+// steps, whose few tokens fill few warps, 4.
+constexpr int kPrefillFeedbackWarps = 8;
+constexpr int kDecodeFeedbackWarps = 4;
 // The factor in shared memory: row j's 16 segments of 8 channels, with 16 bytes between each four,
 // so the eight lanes of a quarter warp, reading eight segments of a row, hit different banks.
-constexpr int segment_offset(int r) { return r * kChannelsPerLane + r / 4 * 4; }  // floats
+constexpr int segment_offset(int r) {
+  return r * kChannelsPerLane + r / 4 * 4;
+}  // floats
 constexpr int kRowFloats = segment_offset(kLanesPerToken);
 constexpr int kStagedBytes = kHeadDim * kRowFloats * int(sizeof(float));
 constexpr int kMaxFeedbackBlocks = 4096;
@@ -141,8 +156,9 @@ constexpr int kMaxFeedbackBlocks = 4096;
 // token slot, which still take part in the shuffles. kBits: 2 or 4, a constant so the codes pack in
 // registers.
 template <int kBits>
-__device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const MigrateTask task, bool store,
-                                     int kv_head, bool is_value, const float* factor, int lane) {
+__device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const MigrateTask task,
+                                     bool store, int kv_head, bool is_value, const float* factor,
+                                     int lane) {
   const PageLayout& layout = args.layout;
   const int r = lane % kLanesPerToken;
   const int lanes_per_group = int(layout.group_size) / kChannelsPerLane;
@@ -150,7 +166,8 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
   const int slot = task.position % layout.page_size_tokens;
   const uint4 raw = reinterpret_cast<const uint4*>(
       layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot)))[r];
+      (is_value ? layout.full_value_offset(kv_head, slot)
+                : layout.full_key_offset(kv_head, slot)))[r];
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   float running[kChannelsPerLane];
 #pragma unroll
@@ -167,8 +184,8 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
   lo = group_reduce(lo, lanes_per_group, [](float a, float b) { return fminf(a, b); });
   hi = group_reduce(hi, lanes_per_group, [](float a, float b) { return fmaxf(a, b); });
   const DeviceParams p = choose_params(running, lo, hi, lanes_per_group, kBits,
-                                       is_value ? args.clip_ratio_v : args.clip_ratio_k, args.clip_search,
-                                       layout.param_format, args.q8_scales);
+                                       is_value ? args.clip_ratio_v : args.clip_ratio_k,
+                                       args.clip_search, layout.param_format, args.q8_scales);
   const float inverse_scale = __frcp_rn(p.scale);  // the CPU's 1.0f / scale
   constexpr float kMaxCode = float((1 << kBits) - 1);
   const int token_base = lane & ~(kLanesPerToken - 1);
@@ -178,13 +195,16 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
 #pragma unroll
     for (int c = 0; c < kChannelsPerLane; ++c) {
       // Every lane rounds its channel c; the owner's (channel j) is the one the chain takes.
-      const float code = fminf(fmaxf(rintf(__fmul_rn(__fsub_rn(running[c], p.zero), inverse_scale)), 0.0f), kMaxCode);
-      const float error = __shfl_sync(0xffffffffu, __fsub_rn(running[c], __fadd_rn(__fmul_rn(code, p.scale), p.zero)),
-                                      token_base | owner);
+      const float code = fminf(
+          fmaxf(rintf(__fmul_rn(__fsub_rn(running[c], p.zero), inverse_scale)), 0.0f), kMaxCode);
+      const float error = __shfl_sync(
+          0xffffffffu, __fsub_rn(running[c], __fadd_rn(__fmul_rn(code, p.scale), p.zero)),
+          token_base | owner);
       if (r == owner) packed |= uint32_t(code) << (c * kBits);
       // The CPU updates the channels l > j only; the others' codes are already taken (G[j][l] = 0
       // for l < j), so updating them too changes no code and keeps the lanes in step.
-      const float4* row = reinterpret_cast<const float4*>(segment + (owner * kChannelsPerLane + c) * kRowFloats);
+      const float4* row =
+          reinterpret_cast<const float4*>(segment + (owner * kChannelsPerLane + c) * kRowFloats);
 #pragma unroll
       for (int k = 0; k < kChannelsPerLane / 4; ++k) {
         const float4 f = row[k];
@@ -196,8 +216,10 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
     }
   }
   if (!store) return;
-  std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
-  std::byte* codes = page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+  std::byte* page =
+      layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
+  std::byte* codes =
+      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
   if constexpr (kBits == 2) {
     reinterpret_cast<uint16_t*>(codes)[r] = uint16_t(packed);
   } else {
@@ -205,15 +227,19 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
   }
   if (r % lanes_per_group == 0) {
     const int group = r / lanes_per_group;
-    store_params(p, layout.param_format, args.q8_scales,
-                 reinterpret_cast<uint8_t*>(page + (is_value ? layout.value_params(kv_head, slot, group)
-                                                             : layout.key_params(kv_head, slot, group))));
+    store_params(
+        p, layout.param_format, args.q8_scales,
+        reinterpret_cast<uint8_t*>(page + (is_value ? layout.value_params(kv_head, slot, group)
+                                                    : layout.key_params(kv_head, slot, group))));
   }
 }
 
 // Blocks per (layer, KV head), as many as the step's tokens need (a prefill chunk's hundreds), each
 // staging the head's factor once; blockIdx.y: keys, then values (or values alone).
-__global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_rows_kernel(const KvMigrateArgs args) {
+template <int Warps>
+__global__ void __launch_bounds__(Warps * 32)
+    migrate_fed_back_rows_kernel(const KvMigrateArgs args) {
+  constexpr int kTokensPerBlock = Warps * kTokensPerWarp;
   extern __shared__ float4 staged[];
   const int tasks = args.counts->migrate_tasks;
   const int heads = args.num_layers * args.num_kv_heads;  // blocks: (layer, KV head) x token block
@@ -222,14 +248,15 @@ __global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_rows_ker
   if (token_block * kTokensPerBlock >= tasks) return;  // the whole block: no token for it this step
   const int layer = head / args.num_kv_heads, kv_head = head % args.num_kv_heads;
   const bool is_value = args.key_feedback == nullptr || blockIdx.y == 1;
-  const auto* factor = reinterpret_cast<const float4*>((is_value ? args.value_feedback : args.key_feedback) +
-                                                       int64_t(head) * kHeadDim * kHeadDim);
+  const auto* factor = reinterpret_cast<const float4*>(
+      (is_value ? args.value_feedback : args.key_feedback) + int64_t(head) * kHeadDim * kHeadDim);
   // All copies in flight at once (a loop of load-then-store waited on memory once per iteration).
   // G[j][l] = 0 for l < j: segments left of the diagonal's are zeros, written, not read.
   constexpr int kVectorsPerSegment = kChannelsPerLane / 4;
   const uint32_t base = shared_address(staged);
   for (int i = threadIdx.x; i < kHeadDim * kHeadDim / 4; i += blockDim.x) {
-    const int j = i / (kHeadDim / 4), segment = i % (kHeadDim / 4) / kVectorsPerSegment, k = i % kVectorsPerSegment;
+    const int j = i / (kHeadDim / 4), segment = i % (kHeadDim / 4) / kVectorsPerSegment,
+              k = i % kVectorsPerSegment;
     const int to = (j * kRowFloats + segment_offset(segment)) / 4 + k;
     if (segment >= j / kChannelsPerLane) {
       cp_async_16(base + to * 16, factor + i);
@@ -241,7 +268,7 @@ __global__ void __launch_bounds__(kFeedbackWarps * 32) migrate_fed_back_rows_ker
   cp_async_wait<0>();
   __syncthreads();
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  for (int first = (token_block * kFeedbackWarps + warp) * kTokensPerWarp; first < tasks;
+  for (int first = (token_block * Warps + warp) * kTokensPerWarp; first < tasks;
        first += token_blocks * kTokensPerBlock) {
     const int t = first + lane / kLanesPerToken;
     const MigrateTask task = args.tasks[min(t, tasks - 1)];
@@ -268,9 +295,11 @@ __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
     const int kv_head = unit % args.num_kv_heads;
     const PageIds ids = args.page_table[task.page_table + task.first / layout.page_size_tokens];
     const int first_slot = task.first % layout.page_size_tokens;
-    const std::byte* full = layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes;
+    const std::byte* full =
+        layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes;
     auto key = [&](int t) {
-      const auto* row = reinterpret_cast<const uint16_t*>(full + layout.full_key_offset(kv_head, first_slot + t));
+      const auto* row =
+          reinterpret_cast<const uint16_t*>(full + layout.full_key_offset(kv_head, first_slot + t));
       return __uint_as_float(uint32_t(row[c]) << 16);
     };
     float lo = INFINITY, hi = -INFINITY;
@@ -280,16 +309,20 @@ __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
     }
     DeviceParams p{};
     if (!args.clip_search) {
-      p = params_for_range(lo * args.clip_ratio_k, hi * args.clip_ratio_k, bits, layout.param_format, args.q8_scales);
+      p = params_for_range(lo * args.clip_ratio_k, hi * args.clip_ratio_k, bits,
+                           layout.param_format, args.q8_scales);
     } else {
       double best_error = 0.0;
       for (int k = 0; k < kClipCandidateCount; ++k) {
-        const DeviceParams candidate = params_for_range(lo * clip_candidate(k), hi * clip_candidate(k), bits,
-                                                        layout.param_format, args.q8_scales);
+        const DeviceParams candidate =
+            params_for_range(lo * clip_candidate(k), hi * clip_candidate(k), bits,
+                             layout.param_format, args.q8_scales);
         double error = 0.0;
         for (int t = 0; t < task.count; ++t) {
           const float x = key(t);
-          const double diff = double(x) - double(float(quantize_code(x, candidate, bits)) * candidate.scale + candidate.zero);
+          const double diff =
+              double(x) -
+              double(float(quantize_code(x, candidate, bits)) * candidate.scale + candidate.zero);
           error += diff * diff;
         }
         if (k == 0 || error < best_error) {
@@ -298,23 +331,44 @@ __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
         }
       }
     }
-    std::byte* page = layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
+    std::byte* page =
+        layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
     store_params(p, layout.param_format, args.q8_scales,
                  reinterpret_cast<uint8_t*>(page + layout.key_params(kv_head, first_slot, c)));
     const int per_byte = 8 / bits;
     for (int t = 0; t < task.count; ++t) {
       int bits_here = quantize_code(key(t), p, bits) << ((c % per_byte) * bits);
-      for (int offset = 1; offset < per_byte; offset *= 2) bits_here |= __shfl_xor_sync(0xffffffffu, bits_here, offset);
+      for (int offset = 1; offset < per_byte; offset *= 2)
+        bits_here |= __shfl_xor_sync(0xffffffffu, bits_here, offset);
       if (c % per_byte == 0) {
-        reinterpret_cast<uint8_t*>(page + layout.key_codes(kv_head, first_slot + t))[c / per_byte] = uint8_t(bits_here);
+        reinterpret_cast<uint8_t*>(page + layout.key_codes(kv_head, first_slot + t))[c / per_byte] =
+            uint8_t(bits_here);
       }
     }
   }
 }
 
+template <int Warps>
+void launch_fed_back_rows(const KvMigrateArgs& args, int64_t max_tasks, unsigned kinds,
+                          cudaStream_t stream) {
+  static const cudaError_t opted_in =
+      cudaFuncSetAttribute(migrate_fed_back_rows_kernel<Warps>,
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedBytes);
+  check(opted_in, "cudaFuncSetAttribute(migrate_fed_back_rows_kernel)");
+  constexpr int kTokensPerBlock = Warps * kTokensPerWarp;
+  const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
+  const int64_t token_blocks =
+      std::clamp<int64_t>((max_tasks + kTokensPerBlock - 1) / kTokensPerBlock, 1,
+                          std::max<int64_t>(1, kMaxFeedbackBlocks / heads));
+  const dim3 grid(unsigned(heads * token_blocks), kinds);
+  migrate_fed_back_rows_kernel<Warps><<<grid, 32 * Warps, kStagedBytes, stream>>>(args);
+  check_launch("migrate_fed_back_rows_kernel");
+}
+
 }  // namespace
 
-void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max_key_groups, cudaStream_t stream) {
+void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max_key_groups,
+                       cudaStream_t stream) {
   if (args.layout.bits == 0) return;
   if (max_tasks > 0) {
     if (!keys_elsewhere(args) || args.value_feedback == nullptr) {
@@ -323,21 +377,19 @@ void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max
       migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
       check_launch("migrate_tokens_kernel");
     }
-    const unsigned kinds = unsigned(args.key_feedback != nullptr) + unsigned(args.value_feedback != nullptr);
+    const unsigned kinds =
+        unsigned(args.key_feedback != nullptr) + unsigned(args.value_feedback != nullptr);
     if (kinds > 0) {
-      static const cudaError_t opted_in = cudaFuncSetAttribute(
-          migrate_fed_back_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedBytes);
-      check(opted_in, "cudaFuncSetAttribute(migrate_fed_back_rows_kernel)");
-      const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
-      const int64_t token_blocks = std::clamp<int64_t>((max_tasks + kTokensPerBlock - 1) / kTokensPerBlock, 1,
-                                                       std::max<int64_t>(1, kMaxFeedbackBlocks / heads));
-      const dim3 grid(unsigned(heads * token_blocks), kinds);
-      migrate_fed_back_rows_kernel<<<grid, 32 * kFeedbackWarps, kStagedBytes, stream>>>(args);
-      check_launch("migrate_fed_back_rows_kernel");
+      if (max_tasks > 64) {
+        launch_fed_back_rows<kPrefillFeedbackWarps>(args, max_tasks, kinds, stream);
+      } else {
+        launch_fed_back_rows<kDecodeFeedbackWarps>(args, max_tasks, kinds, stream);
+      }
     }
   }
   if (max_key_groups > 0) {
-    const int64_t blocks = std::min<int64_t>(max_key_groups * args.num_kv_heads * args.num_layers, 4096);
+    const int64_t blocks =
+        std::min<int64_t>(max_key_groups * args.num_kv_heads * args.num_layers, 4096);
     migrate_key_groups_kernel<<<unsigned(blocks), kHeadDim, 0, stream>>>(args);
     check_launch("migrate_key_groups_kernel");
   }
