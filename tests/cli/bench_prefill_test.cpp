@@ -116,7 +116,7 @@ TEST(BenchPrefill, WeightChecksumsSumTheBitPatternsAndTheirPositions) {
     return tensor;
   };
   ModelWeights weights;
-  weights.config.tie_word_embeddings = true;
+  weights.config.block.tie_word_embeddings = true;
   weights.embed_tokens = view("model.embed_tokens.weight", embedding);
   weights.final_norm = view("model.norm.weight", norm);
   weights.lm_head = weights.embed_tokens;

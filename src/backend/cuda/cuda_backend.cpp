@@ -245,7 +245,7 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
   const ModelConfig& c = config_;
   const int64_t rows = sizes.rows;
   const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
-  const float eps = float(c.rms_norm_eps);
+  const float eps = float(c.block.rms_norm_eps);
   Workspace& w = workspace_;
   const int step_interval = phases_.begin(ForwardPhase::total, stream_);
   launch_embedding(step_.tokens(), rows, weights_.embedding.data(), c.hidden_size, w.hidden.data(), stream_);
@@ -268,8 +268,8 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
     rope.num_kv_heads = int(c.num_kv_heads);
     rope.head_dim = int(c.head_dim);
     rope.rows = step_.rows();
-    rope.q_norm = c.qk_norm ? lw.q_norm.data() : nullptr;
-    rope.k_norm = c.qk_norm ? lw.k_norm.data() : nullptr;
+    rope.q_norm = c.block.qk_norm ? lw.q_norm.data() : nullptr;
+    rope.k_norm = c.block.qk_norm ? lw.k_norm.data() : nullptr;
     rope.eps = eps;
     rope.inverse_frequencies = weights_.inverse_frequencies.data();
     launch_qk_norm_rope(rope, rows, stream_);
