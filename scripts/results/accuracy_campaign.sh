@@ -82,7 +82,7 @@ jobs() {
   echo "unseen-bf16 ppl --text $unseen"
   for method in oscar quarot kivi naive; do echo "unseen-$method-g128 ppl --text $unseen $(method_flags $method 128)"; done
   # Every method with the per-group clip search (least squared error) instead of fixed ratios: the
-  # campaign's setting until 2026-11-24, kept for the comparison (docs/results/experiments.md).
+  # campaign's setting until 2026-11-24, kept for the comparison (docs/results/notes/2026-11-25-accuracy-experiments.md).
   for method in oscar quarot kivi naive; do
     echo "$method-g128-clipsearch ppl $(method_flags $method 128) --kv-clip-search"
     echo "unseen-$method-g128-clipsearch ppl --text $unseen $(method_flags $method 128) --kv-clip-search"

@@ -19,7 +19,8 @@ namespace oscar {
 // windows the testbed was trained and is evaluated at. Against 2048, with two calibration seeds,
 // OSCAR's perplexity increase fell on both texts the defaults are chosen on (valid.xz +0.70% ->
 // +0.54% and +0.97% -> +0.58%; development text +1.37% -> +1.16% and +1.26% -> +1.08%) and did not
-// move on the unseen text (docs/results/experiments.md, calibration amount and sequence length).
+// move on the unseen text (docs/results/notes/2026-11-25-accuracy-experiments.md, calibration
+// amount and sequence length).
 inline constexpr int64_t kDefaultCalibrationSequenceTokens = 4096;
 
 struct CalibrationOptions {

@@ -7,10 +7,10 @@
 // memory left after the weights at context N, and its decode tokens/s. --kv-band-tokens takes a
 // list: one INT2 run per band length (0: no band).
 //
-// A bf16 row whose pages do not fit (100K x 8 of Qwen3-8B holds 118 GB on an 80 GB H100) runs with
-// its sequences sharing pages pairwise (the second half reading the first half's, as a prefix
-// cache holds them), where that fits: each step reads the same bytes as distinct sequences would.
-// A pair's pieces are half the batch apart in the decode kernel's order, waves apart at long
+// A bf16 row whose pages do not fit (100K x 8 of Qwen3-8B holds 118 GB, more than an 80 GB GPU)
+// runs with its sequences sharing pages pairwise (the second half reading the first half's, as a
+// prefix cache holds them), where that fits: each step reads the same bytes as distinct sequences
+// would. A pair's pieces are half the batch apart in the decode kernel's order, waves apart at long
 // contexts, so the 50 MB L2 holds no page from one to the other; --share-pages runs every bf16 row
 // that way, to compare with distinct pages where both fit (docs/bench section (b)).
 #include <fmt/format.h>

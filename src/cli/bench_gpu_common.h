@@ -20,7 +20,7 @@
 namespace oscar::cli {
 
 struct GpuDescription {
-  std::string name;    // e.g. "NVIDIA H100 80GB HBM3"
+  std::string name;    // as cudaGetDeviceProperties names it
   std::string driver;  // e.g. "13.0"
   double copy_gbps = 0;  // device-to-device copy, bytes read + written per second / 1e9
 };

@@ -22,7 +22,7 @@ TensorChecksum checksum(const TensorView& tensor) {
 
 std::vector<TensorChecksum> weight_checksums(const ModelWeights& weights) {
   std::vector<const TensorView*> tensors = {&weights.embed_tokens, &weights.final_norm};
-  if (!weights.config.tie_word_embeddings) tensors.push_back(&weights.lm_head);
+  if (!weights.config.block.tie_word_embeddings) tensors.push_back(&weights.lm_head);
   for (const LayerWeights& layer : weights.layers) {
     for (const TensorView* tensor :
          {&layer.input_norm, &layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj,

@@ -139,11 +139,12 @@ KvCacheConfig kv_cache_config(const ModelOptions& o, const std::string& model_di
 
 // OSCAR's defaults go beyond the published recipe where measurements say so (docs/results): q8
 // group parameters (2 bytes a group instead of 4), key and value rounding with error feedback, and
-// a key clip ratio of 0.84 instead of 0.96 (values keep 0.92). The ratio was chosen on valid.xz and a
-// development text, never on the unseen text the results report; the per-group clip search (least
+// a key clip ratio of 0.84 instead of 0.96 (values keep 0.92). The ratio was chosen on valid.xz and
+// a development text, never on the unseen text the results report; the per-group clip search (least
 // squared error, `--kv-clip-search`) scored as well on valid.xz but fitted the training
-// distribution: +3.7% instead of +1.8% on the unseen text (docs/results/experiments.md). The
-// baselines keep their published settings unless told.
+// distribution: +3.7% instead of +1.8% on the unseen text
+// (docs/results/notes/2026-11-25-accuracy-experiments.md). The baselines keep their published
+// settings unless told.
 void apply_quantization_options(const ModelOptions& o, KvCacheConfig& c) {
   const bool oscar = c.method == KvMethod::oscar;
   c.param_format = parse_param_format(o.kv_scale_format.value_or(oscar ? "q8" : "f16"));
@@ -155,7 +156,8 @@ void apply_quantization_options(const ModelOptions& o, KvCacheConfig& c) {
   require(!c.key_error_feedback || (oscar && c.quantized()),
           "--kv-key-error-feedback needs --kv-method oscar and a quantized --kv-cache-dtype (it weighs key "
           "errors by the query covariance in the rotations file)");
-  // valid.xz +0.79% -> +0.70%, unseen text +4.12% -> +3.64% (docs/results/experiments.md).
+  // valid.xz +0.79% -> +0.70%, unseen text +4.12% -> +3.64%
+  // (docs/results/notes/2026-11-25-accuracy-experiments.md).
   c.value_error_feedback = o.kv_value_error_feedback.value_or(oscar && c.quantized());
   require(!c.value_error_feedback || (oscar && c.quantized()),
           "--kv-value-error-feedback needs --kv-method oscar and a quantized --kv-cache-dtype (values are "

@@ -37,9 +37,8 @@ using FloatArray = Eigen::Map<const Eigen::ArrayXf>;
 
 FloatArray as_array(std::span<const float> values) { return FloatArray(values.data(), Eigen::Index(values.size())); }
 
-// sum_i exp((values_i - top) * scale), `top` the largest value. Eigen's exp is vectorized: 0.36 ms
-// for a row of 151,936, where a double std::exp a token took most of 0.8-1.1 ms (docs/bench
-// section (e)).
+// sum_i exp((values_i - top) * scale), `top` the largest value. Eigen's exp is vectorized, where a
+// double std::exp per token was most of a greedy row's sampling time.
 float sum_exp_below(std::span<const float> values, float top, float scale) {
   return ((as_array(values) - top) * scale).exp().sum();
 }
@@ -136,7 +135,8 @@ int32_t Sampler::sample_truncated(std::span<const float> scores) {
   const double inverse_temperature = 1.0 / params_.temperature;
   // Candidates sorted by score (ties by token id), cut by top-k. Without top-k, top-p and min-p
   // need only the head of that order: it is sorted `head` candidates at a time, growing until the
-  // cut falls inside it (a full sort of 151,936 candidates took 25-27 ms a row). Top-p's mass is
+  // cut falls inside it (a full sort of a 151,936-token vocabulary cost more than the GPU step).
+  // Top-p's mass is
   // over the top-k candidates, or over the whole vocabulary without top-k.
   const size_t keep = params_.top_k > 0 ? std::min(vocab, size_t(params_.top_k)) : vocab;
   const double vocabulary_total = params_.top_k == 0 && params_.top_p < 1.0f

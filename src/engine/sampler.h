@@ -2,8 +2,8 @@
 // Turning one row of logits into the next token: repetition penalty, frequency and presence
 // penalties, logit bias, temperature, top-k, top-p, min-p, then a draw from a per-request seeded
 // generator (greedy when temperature is 0). It runs on the host between decode steps, once per
-// sequence, so each rule does only the passes over the vocabulary it needs (docs/bench section
-// (e): a 151,936-token row took 0.8-27 ms before).
+// sequence, so each rule does only the passes over the vocabulary it needs (its cost per row:
+// docs/bench/notes/2026-11-27-serve-sampling-json-mask.md).
 #include <cstdint>
 #include <optional>
 #include <random>

@@ -56,16 +56,17 @@ class ConfigReader {
   const std::string& source_;
 };
 
-Architecture parse_architecture(const ConfigReader& reader, std::string* name) {
+const ModelFamily& parse_family(const ConfigReader& reader, std::string* name) {
   const json* architectures = reader.find("architectures");
   require(architectures != nullptr && architectures->is_array() && !architectures->empty() &&
               (*architectures)[0].is_string(),
           "{}: missing field architectures (a list naming the model class)", reader.source());
   *name = (*architectures)[0].get<std::string>();
-  if (*name == "Qwen3ForCausalLM") return Architecture::qwen3;
-  if (*name == "LlamaForCausalLM") return Architecture::llama;
-  fail("{}: architectures: unsupported architecture {} (supported: Qwen3ForCausalLM, LlamaForCausalLM)",
-       reader.source(), *name);
+  try {
+    return find_model_family(*name);
+  } catch (const Error& error) {
+    fail("{}: architectures: {}", reader.source(), error.what());
+  }
 }
 
 // rope_theta sits at the top level (transformers 4) or under rope_parameters (transformers 5);
@@ -77,7 +78,7 @@ void parse_rope(const ConfigReader& reader, ModelConfig& config) {
   if (parameters != nullptr && !parameters->is_null()) {
     require(parameters->is_object(), "{}: rope_parameters must be an object", reader.source());
     if (const auto theta = parameters->find("rope_theta"); theta != parameters->end()) {
-      config.rope_theta = reader.positive_number(*theta, "rope_parameters.rope_theta");
+      config.block.rope_theta = reader.positive_number(*theta, "rope_parameters.rope_theta");
     }
     if (scaling == nullptr || scaling->is_null()) {
       scaling = parameters;
@@ -85,7 +86,7 @@ void parse_rope(const ConfigReader& reader, ModelConfig& config) {
     }
   }
   if (const json* theta = reader.find("rope_theta"); theta != nullptr && !theta->is_null()) {
-    config.rope_theta = reader.positive_number(*theta, "rope_theta");
+    config.block.rope_theta = reader.positive_number(*theta, "rope_theta");
   }
   if (scaling == nullptr || scaling->is_null()) return;
   require(scaling->is_object(), "{}: {} must be an object", reader.source(), scaling_field);
@@ -106,31 +107,27 @@ void parse_rope(const ConfigReader& reader, ModelConfig& config) {
     require(it != scaling->end(), "{}: rope_scaling of type llama3 lacks {}", reader.source(), key);
     return reader.positive_number(*it, key);
   };
-  config.rope_scaling.llama3 = true;
-  config.rope_scaling.factor = number("factor");
-  config.rope_scaling.low_freq_factor = number("low_freq_factor");
-  config.rope_scaling.high_freq_factor = number("high_freq_factor");
-  config.rope_scaling.original_max_position_embeddings =
+  config.block.rope_scaling.llama3 = true;
+  config.block.rope_scaling.factor = number("factor");
+  config.block.rope_scaling.low_freq_factor = number("low_freq_factor");
+  config.block.rope_scaling.high_freq_factor = number("high_freq_factor");
+  config.block.rope_scaling.original_max_position_embeddings =
       int64_t(number("original_max_position_embeddings"));
-  require(config.rope_scaling.high_freq_factor > config.rope_scaling.low_freq_factor,
+  require(config.block.rope_scaling.high_freq_factor > config.block.rope_scaling.low_freq_factor,
           "{}: rope_scaling high_freq_factor must exceed low_freq_factor", reader.source());
 }
 
-void reject_unsupported_features(const ConfigReader& reader) {
-  for (const char* key : {"attention_bias", "mlp_bias", "use_sliding_window"}) {
-    require(!reader.boolean_or(key, false), "{}: {} = true is not supported", reader.source(), key);
-  }
+// What every family's block here leaves out: biases and activations other than SiLU.
+void read_block_options(const ConfigReader& reader, BlockDescription& block) {
+  block.attention_bias = reader.boolean_or("attention_bias", block.attention_bias);
+  block.mlp_bias = reader.boolean_or("mlp_bias", block.mlp_bias);
+  require(!block.attention_bias, "{}: attention_bias = true is not supported", reader.source());
+  require(!block.mlp_bias, "{}: mlp_bias = true is not supported", reader.source());
   if (const json* act = reader.find("hidden_act"); act != nullptr && !act->is_null()) {
     require(act->is_string() && act->get<std::string>() == "silu",
             "{}: hidden_act {} is not supported (only silu)", reader.source(), act->dump());
   }
-  if (const json* types = reader.find("layer_types"); types != nullptr && types->is_array()) {
-    for (size_t layer = 0; layer < types->size(); ++layer) {
-      require((*types)[layer] == "full_attention",
-              "{}: layer_types[{}] = {} is not supported (only full_attention)", reader.source(),
-              layer, (*types)[layer].dump());
-    }
-  }
+  block.activation = Activation::silu;
 }
 
 std::vector<int64_t> parse_token_ids(const json* field, const std::string& source) {
@@ -147,11 +144,13 @@ std::vector<int64_t> parse_token_ids(const json* field, const std::string& sourc
 
 std::string compute_config_hash(const ModelConfig& c) {
   const std::string canonical = fmt::format(
-      "{}|v{}|h{}|i{}|l{}|q{}|kv{}|d{}|eps{:.9g}|theta{:.9g}|llama3:{}:{:.9g}:{:.9g}:{:.9g}:{}|tie{}",
+      "{}|v{}|h{}|i{}|l{}|q{}|kv{}|d{}|eps{:.9g}|theta{:.9g}|"
+      "llama3:{}:{:.9g}:{:.9g}:{:.9g}:{}|tie{}",
       c.architecture_name, c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers,
-      c.num_heads, c.num_kv_heads, c.head_dim, c.rms_norm_eps, c.rope_theta, c.rope_scaling.llama3,
-      c.rope_scaling.factor, c.rope_scaling.low_freq_factor, c.rope_scaling.high_freq_factor,
-      c.rope_scaling.original_max_position_embeddings, c.tie_word_embeddings);
+      c.num_heads, c.num_kv_heads, c.head_dim, c.block.rms_norm_eps, c.block.rope_theta,
+      c.block.rope_scaling.llama3, c.block.rope_scaling.factor,
+      c.block.rope_scaling.low_freq_factor, c.block.rope_scaling.high_freq_factor,
+      c.block.rope_scaling.original_max_position_embeddings, c.block.tie_word_embeddings);
   return to_hex(fnv1a64(canonical));
 }
 
@@ -160,8 +159,8 @@ std::string compute_config_hash(const ModelConfig& c) {
 int64_t ModelConfig::parameter_count() const {
   const int64_t attention = hidden_size * (q_dim() + 2 * kv_dim()) + q_dim() * hidden_size;
   const int64_t mlp = 3 * hidden_size * intermediate_size;
-  const int64_t norms = 2 * hidden_size + (qk_norm ? 2 * head_dim : 0);
-  const int64_t embeddings = vocab_size * hidden_size * (tie_word_embeddings ? 1 : 2);
+  const int64_t norms = 2 * hidden_size + (block.qk_norm ? 2 * head_dim : 0);
+  const int64_t embeddings = vocab_size * hidden_size * (block.tie_word_embeddings ? 1 : 2);
   return num_layers * (attention + mlp + norms) + embeddings + hidden_size;
 }
 
@@ -175,27 +174,28 @@ ModelConfig parse_model_config_json(const std::string& json_text, const std::str
   require(root.is_object(), "{}: expected a JSON object", source_name);
   const ConfigReader reader(root, source_name);
   ModelConfig config;
-  config.architecture = parse_architecture(reader, &config.architecture_name);
-  reject_unsupported_features(reader);
+  const ModelFamily& family = parse_family(reader, &config.architecture_name);
+  config.block = family.block;
+  read_block_options(reader, config.block);
+  if (family.reject_unsupported != nullptr) family.reject_unsupported(root, source_name);
   config.vocab_size = reader.positive_int("vocab_size");
   config.hidden_size = reader.positive_int("hidden_size");
   config.intermediate_size = reader.positive_int("intermediate_size");
   config.num_layers = reader.positive_int("num_hidden_layers");
   config.num_heads = reader.positive_int("num_attention_heads");
   config.num_kv_heads = reader.positive_int_or("num_key_value_heads", config.num_heads);
-  // Absent fields take transformers' defaults, which differ by class: Qwen3Config has head_dim 128
-  // and max_position_embeddings 32768; LlamaConfig hidden_size / num_attention_heads and 2048.
-  const bool qwen3 = config.architecture == Architecture::qwen3;
-  config.head_dim =
-      reader.positive_int_or("head_dim", qwen3 ? 128 : config.hidden_size / config.num_heads);
+  // Absent fields take the defaults of the family's transformers config class.
+  config.head_dim = reader.positive_int_or("head_dim", family.default_head_dim > 0
+                                                           ? family.default_head_dim
+                                                           : config.hidden_size / config.num_heads);
   config.max_position_embeddings =
-      reader.positive_int_or("max_position_embeddings", qwen3 ? 32768 : 2048);
+      reader.positive_int_or("max_position_embeddings", family.default_max_position_embeddings);
   if (const json* eps = reader.find("rms_norm_eps"); eps != nullptr) {
-    config.rms_norm_eps = reader.positive_number(*eps, "rms_norm_eps");
+    config.block.rms_norm_eps = reader.positive_number(*eps, "rms_norm_eps");
   }
   parse_rope(reader, config);
-  config.tie_word_embeddings = reader.boolean_or("tie_word_embeddings", false);
-  config.qk_norm = config.architecture == Architecture::qwen3;
+  config.block.tie_word_embeddings =
+      reader.boolean_or("tie_word_embeddings", family.block.tie_word_embeddings);
   if (const json* bos = reader.find("bos_token_id"); bos != nullptr && bos->is_number_integer()) {
     config.bos_token_id = bos->get<int64_t>();
   }

@@ -30,7 +30,7 @@ std::string weights_hash(const ModelWeights& weights) {
   uint64_t hash = kFnv1a64OffsetBasis;
   hash = hash_tensor(weights.embed_tokens, hash);
   hash = hash_tensor(weights.final_norm, hash);
-  if (!weights.config.tie_word_embeddings) hash = hash_tensor(weights.lm_head, hash);
+  if (!weights.config.block.tie_word_embeddings) hash = hash_tensor(weights.lm_head, hash);
   for (const LayerWeights& layer : weights.layers) {
     for (const TensorView* tensor :
          {&layer.input_norm, &layer.q_proj, &layer.k_proj, &layer.v_proj, &layer.o_proj,

@@ -25,7 +25,7 @@ std::vector<TensorSpec> tensor_specs(ModelWeights& weights) {
   std::vector<TensorSpec> specs;
   specs.push_back({"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, &weights.embed_tokens});
   specs.push_back({"model.norm.weight", {c.hidden_size}, &weights.final_norm});
-  if (!c.tie_word_embeddings) {
+  if (!c.block.tie_word_embeddings) {
     specs.push_back({"lm_head.weight", {c.vocab_size, c.hidden_size}, &weights.lm_head});
   }
   weights.layers.resize(size_t(c.num_layers));
@@ -37,7 +37,7 @@ std::vector<TensorSpec> tensor_specs(ModelWeights& weights) {
     specs.push_back({prefix + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden_size}, &layer.k_proj});
     specs.push_back({prefix + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden_size}, &layer.v_proj});
     specs.push_back({prefix + "self_attn.o_proj.weight", {c.hidden_size, c.q_dim()}, &layer.o_proj});
-    if (c.qk_norm) {
+    if (c.block.qk_norm) {
       specs.push_back({prefix + "self_attn.q_norm.weight", {c.head_dim}, &layer.q_norm});
       specs.push_back({prefix + "self_attn.k_norm.weight", {c.head_dim}, &layer.k_norm});
     }
@@ -123,7 +123,7 @@ ModelWeights load_model(const std::string& model_dir) {
     check_tensor(*view, spec, path);
     *spec.target = *view;
   }
-  if (weights.config.tie_word_embeddings) weights.lm_head = weights.embed_tokens;
+  if (weights.config.block.tie_word_embeddings) weights.lm_head = weights.embed_tokens;
   return weights;
 }
 
@@ -179,7 +179,7 @@ ModelWeights make_random_model(const ModelConfig& config, uint64_t seed) {
     view.data = std::span<const std::byte>(buffer.data(), buffer.size());
     *spec.target = view;
   }
-  if (config.tie_word_embeddings) weights.lm_head = weights.embed_tokens;
+  if (config.block.tie_word_embeddings) weights.lm_head = weights.embed_tokens;
   return weights;
 }
 

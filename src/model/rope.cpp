@@ -10,12 +10,12 @@ std::vector<float> rope_inverse_frequencies(const ModelConfig& config) {
   std::vector<float> inverse(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) {
     const float exponent = float(2 * i) / float(config.head_dim);
-    inverse[size_t(i)] = float(1.0 / std::pow(config.rope_theta, double(exponent)));
+    inverse[size_t(i)] = float(1.0 / std::pow(config.block.rope_theta, double(exponent)));
   }
-  if (!config.rope_scaling.llama3) return inverse;
+  if (!config.block.rope_scaling.llama3) return inverse;
   // Llama 3.1 (transformers _compute_llama3_parameters): long wavelengths are divided by
   // `factor`, short ones kept, the band in between interpolated smoothly.
-  const RopeScaling& s = config.rope_scaling;
+  const RopeScaling& s = config.block.rope_scaling;
   const double old_context = double(s.original_max_position_embeddings);
   const double low_freq_wavelength = old_context / s.low_freq_factor;
   const double high_freq_wavelength = old_context / s.high_freq_factor;

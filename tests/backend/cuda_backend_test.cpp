@@ -102,7 +102,7 @@ struct FormatCase {
     return method == KvMethod::oscar ? 0.015 : two_bit() ? 0.01 : 0.005;
   }
   // Rows whose argmax agrees; real text has near-ties, and INT2 rounding flips 2-4% of them,
-  // OSCAR's chained rounding of keys and values 6-7% (0.932 measured on the H100).
+  // OSCAR's chained rounding of keys and values 6-7%.
   double min_argmax_agreement() const {
     return method == KvMethod::oscar ? 0.92 : two_bit() ? 0.95 : 0.99;
   }

@@ -53,7 +53,7 @@ TEST(GenerateCommand, CorruptedModelDirectoryGivesAClearError) {
   {
     std::ifstream in(wrong_arch + "/config.json");
     std::string text((std::istreambuf_iterator<char>(in)), {});
-    text.replace(text.find("Qwen3ForCausalLM"), 16, "MistralForCausalLM");
+    text.replace(text.find("Qwen3ForCausalLM"), 16, "Gemma2ForCausalLM");
     std::ofstream(wrong_arch + "/config.json") << text;
   }
   expect_one_line_error(run_oscar("generate --model " + wrong_arch + " --prompt hi"), "unsupported architecture");

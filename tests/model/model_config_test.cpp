@@ -26,6 +26,7 @@ TEST(ModelConfig, HuggingFaceConfigsOfRealModels) {
       {"qwen3-8b.json", 36, 32, 8, 128, 4096, false, 8.19},
       {"qwen3-32b.json", 64, 64, 8, 128, 5120, false, 32.8},
       {"llama-3.1-8b.json", 32, 32, 8, 128, 4096, false, 8.03},
+      {"mistral-7b-v0.3.json", 32, 32, 8, 128, 4096, false, 7.25},
   };
   for (const ShapeCase& c : cases) {
     const ModelConfig config = load_model_config(testing::source_dir() + "/models/hf-configs/" + c.file);
@@ -34,21 +35,57 @@ TEST(ModelConfig, HuggingFaceConfigsOfRealModels) {
     EXPECT_EQ(config.num_kv_heads, c.kv_heads) << c.file;
     EXPECT_EQ(config.head_dim, c.head_dim) << c.file;
     EXPECT_EQ(config.hidden_size, c.hidden) << c.file;
-    EXPECT_EQ(config.tie_word_embeddings, c.tied) << c.file;
+    EXPECT_EQ(config.block.tie_word_embeddings, c.tied) << c.file;
     EXPECT_NEAR(double(config.parameter_count()) / 1e9, c.published_parameters,
                 0.01 * c.published_parameters) << c.file;
   }
   const ModelConfig llama = load_model_config(testing::source_dir() + "/models/hf-configs/llama-3.1-8b.json");
-  EXPECT_TRUE(llama.rope_scaling.llama3);
-  EXPECT_EQ(llama.rope_scaling.factor, 8.0);
-  EXPECT_EQ(llama.rope_theta, 500000.0);
-  EXPECT_FALSE(llama.qk_norm);
+  EXPECT_TRUE(llama.block.rope_scaling.llama3);
+  EXPECT_EQ(llama.block.rope_scaling.factor, 8.0);
+  EXPECT_EQ(llama.block.rope_theta, 500000.0);
+  EXPECT_FALSE(llama.block.qk_norm);
+}
+
+// Mistral is Llama's block under another class name: no q/k norm, head_dim from hidden_size, and
+// a sliding window only where config.json leaves one on.
+TEST(ModelConfig, MistralReadsAsLlamasBlockWithoutASlidingWindow) {
+  const std::string path = testing::source_dir() + "/models/hf-configs/mistral-7b-v0.3.json";
+  const ModelConfig mistral = load_model_config(path);
+  EXPECT_EQ(mistral.architecture_name, "MistralForCausalLM");
+  EXPECT_FALSE(mistral.block.qk_norm);
+  EXPECT_FALSE(mistral.block.tie_word_embeddings);
+  EXPECT_FALSE(mistral.block.rope_scaling.llama3);
+  EXPECT_EQ(mistral.block.rope_theta, 1e6);
+  EXPECT_EQ(mistral.block.rms_norm_eps, 1e-5);
+  EXPECT_EQ(mistral.max_position_embeddings, 32768);
+  EXPECT_EQ(mistral.vocab_size, 32768);
+  const ModelConfig llama =
+      load_model_config(testing::source_dir() + "/models/hf-configs/llama-3.1-8b.json");
+  EXPECT_NE(mistral.config_hash, llama.config_hash);
+
+  const std::string text = read_file(path);
+  const std::string window = "\"sliding_window\": null";
+  for (const std::string& replacement :
+       {std::string("\"sliding_window\": 4096"), std::string("\"_\": 0")}) {
+    std::string changed = text;
+    changed.replace(changed.find(window), window.size(), replacement);
+    try {
+      parse_model_config_json(changed, "config.json");
+      ADD_FAILURE() << "accepted: " << replacement;
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("sliding_window"), std::string::npos)
+          << error.what();
+    }
+  }
+  std::string whole_context = text;
+  whole_context.replace(whole_context.find(window), window.size(), "\"sliding_window\": 32768");
+  EXPECT_EQ(parse_model_config_json(whole_context, "config.json").num_layers, 32);
 }
 
 TEST(ModelConfig, TestbedUsesRopeParameters) {
   const ModelConfig config = load_model_config(testing::testbed_model_dir() + "/config.json");
-  EXPECT_EQ(config.rope_theta, 1e6);
-  EXPECT_TRUE(config.qk_norm);
+  EXPECT_EQ(config.block.rope_theta, 1e6);
+  EXPECT_TRUE(config.block.qk_norm);
   EXPECT_EQ(config.group_size(), 4);
   EXPECT_EQ(config.eos_token_ids, std::vector<int64_t>{0});
   EXPECT_EQ(config.config_hash.size(), 16u);

@@ -38,7 +38,7 @@ CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& option
       store_(options.kv, layout_, weights.config.num_layers, options.capacity) {
   if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
   embed_tokens_ = CpuMatrix::from_tensor(weights.embed_tokens);
-  if (!config_.tie_word_embeddings) untied_lm_head_ = CpuMatrix::from_tensor(weights.lm_head);
+  if (!config_.block.tie_word_embeddings) untied_lm_head_ = CpuMatrix::from_tensor(weights.lm_head);
   final_norm_ = vector_of(weights.final_norm);
   rope_inverse_frequencies_ = rope_inverse_frequencies(config_);
   layers_.resize(weights.layers.size());
@@ -125,9 +125,9 @@ void CpuBackend::apply_qk_norm_and_rope(const Layer& layer, const StepRows& rows
   for (int64_t r = 0; r < rows.total; ++r) {
     float* q_row = q + r * heads * d;
     float* k_row = k + r * kv_heads * d;
-    if (config_.qk_norm) {
-      rms_norm(q_row, heads, d, layer.q_norm.data(), config_.rms_norm_eps, q_row);
-      rms_norm(k_row, kv_heads, d, layer.k_norm.data(), config_.rms_norm_eps, k_row);
+    if (config_.block.qk_norm) {
+      rms_norm(q_row, heads, d, layer.q_norm.data(), config_.block.rms_norm_eps, q_row);
+      rms_norm(k_row, kv_heads, d, layer.k_norm.data(), config_.block.rms_norm_eps, k_row);
     }
     const float* cos_values = &rows.cos[size_t(r * half)];
     const float* sin_values = &rows.sin[size_t(r * half)];
@@ -145,7 +145,7 @@ void CpuBackend::attention_block(int64_t layer_index, const StepRows& rows,
   const int64_t heads = config_.num_heads;
   const int64_t kv_heads = config_.num_kv_heads;
   std::vector<float> normed(size_t(tokens * config_.hidden_size));
-  rms_norm(hidden, tokens, config_.hidden_size, layer.input_norm.data(), config_.rms_norm_eps,
+  rms_norm(hidden, tokens, config_.hidden_size, layer.input_norm.data(), config_.block.rms_norm_eps,
            normed.data());
   std::vector<float> q(size_t(tokens * heads * d)), k(size_t(tokens * kv_heads * d)),
       v(size_t(tokens * kv_heads * d));
@@ -197,8 +197,8 @@ void CpuBackend::mlp_block(const Layer& layer, int64_t tokens, float* hidden) {
   const int64_t hidden_size = config_.hidden_size;
   const int64_t inner = config_.intermediate_size;
   std::vector<float> normed(size_t(tokens * hidden_size));
-  rms_norm(hidden, tokens, hidden_size, layer.post_attention_norm.data(), config_.rms_norm_eps,
-           normed.data());
+  rms_norm(hidden, tokens, hidden_size, layer.post_attention_norm.data(),
+           config_.block.rms_norm_eps, normed.data());
   std::vector<float> gate(size_t(tokens * inner)), up(size_t(tokens * inner));
   linear(normed.data(), tokens, layer.gate_proj, gate.data());
   linear(normed.data(), tokens, layer.up_proj, up.data());
@@ -220,7 +220,7 @@ void CpuBackend::compute_logits(const StepRows& rows, std::span<const SequenceSt
   std::vector<float> normed(selected.size() * size_t(hidden_size));
   for (size_t i = 0; i < selected.size(); ++i) {
     rms_norm(hidden + selected[i] * hidden_size, 1, hidden_size, final_norm_.data(),
-             config_.rms_norm_eps, &normed[i * size_t(hidden_size)]);
+             config_.block.rms_norm_eps, &normed[i * size_t(hidden_size)]);
   }
   const CpuMatrix& head = untied_lm_head_ ? *untied_lm_head_ : embed_tokens_;
   logits_.resize(selected.size() * size_t(config_.vocab_size));

@@ -39,15 +39,13 @@ __device__ float reduce_block(float value, float* scratch) {
 // 128K: the maxima and sums are reduced by all threads together, then thread (lane, pair) sums
 // channels 2 pair and 2 pair + 1 over splits lane, lane + lanes, ... with independent loads, and
 // the lanes' sums meet in shared memory. (One block per (row, KV head) summing every split in one
-// thread per channel took 18-23 us at batch 1: eight busy SMs, a chain of loads each.)
+// thread per channel kept eight SMs busy at batch 1, a chain of loads each.)
 // The kernel's time is its chain of round trips, between the attention and the output projection
 // of every layer: the task is read before waiting for the attention (it is the step's plan), and
 // the values of a thread's first kEarlySplits splits load beside the maxima instead of after the
-// two reductions. The sums keep their order, so the output is the same to the bit. (H100, decode
-// attention + combine, medians of three runs, this change alone: INT2 4K x 1 13.4 -> 13.0 us, 32K
-// x 1 21.2 -> 20.2, bf16 32K x 1 56.1 -> 54.9, but 4K x 32 65.4 -> 67.6. A one-pass version, each
-// thread an online softmax over its splits, was faster, INT2 32K x 8 -3%, 4K x 32 -6%, but it
-// moved the outputs by rounding and flipped a near-tie of CudaMatchesCpu.GreedyContinuation.)
+// two reductions. The sums keep their order, so the output is the same to the bit. (A one-pass
+// version, each thread an online softmax over its splits, was faster, but it moved the outputs by
+// rounding and flipped a near-tie of CudaMatchesCpu.GreedyContinuation.)
 __global__ void attention_combine_kernel(const CombineTask* tasks, const float* partials, int num_kv_heads,
                                          int group, __nv_bfloat16* out, float* out_float) {
   __shared__ float scratch[kMaxThreads / 32];
@@ -117,10 +115,7 @@ void launch_attention_combine(const CombineTask* tasks, int64_t rows, int64_t ma
                                 " is not supported (the kernel needs 128)");
   }
   // Enough lanes that each one's splits are its early loads (up to kMaxSplitLanes). A lane per
-  // split made blocks of 512 threads per head from 5 splits on, and a batch's blocks more waves:
-  // H100, decode attention + combine, q8 with the band, two runs each alternating, µs: INT2 4K x
-  // 16 44.0 -> 39.9, 4K x 32 63.4 -> 58.0, 32K x 32 243.2 -> 234.6, 100K x 32 629.3 -> 622.3;
-  // bf16 4K x 16 97.5 -> 96.0, 4K x 32 189.1 -> 185.1; no shape of 24 slower.
+  // split made blocks of 512 threads per head from 5 splits on, and a batch's blocks more waves.
   int lanes = 1;
   while (lanes < kMaxSplitLanes && lanes * kEarlySplits < max_splits) lanes *= 2;
   launch_chained("attention_combine_kernel", attention_combine_kernel, dim3(unsigned(rows * num_kv_heads * group)),

@@ -5,11 +5,8 @@
 // kernel must call wait_for_producer() (warp_primitives.cuh) before it touches anything an
 // earlier kernel wrote, and release_consumer() after it. Captured into a CUDA graph, the launch
 // becomes a programmatic edge. A decode step is a chain of ~11 small kernels per layer; each
-// boundary drained the GPU before the next kernel's first loads were issued. On the H100
-// (Qwen3-8B shape, two runs with against one without on one machine): INT2 decode steps
-// 0.8-3.6% faster (32K x 1 6.34 / 6.58 ms, 32K x 8 9.51-9.56 / 9.79), bf16 2-3% at batch 1
-// (32K x 1 7.87-7.96 / 8.11) and within +-1% at batch 4-8. Kernels that stream weights issue
-// their first weight loads before waiting.
+// boundary drained the GPU before the next kernel's first loads were issued. Kernels that stream
+// weights issue their first weight loads before waiting.
 #include <cuda_runtime.h>
 
 #include <utility>

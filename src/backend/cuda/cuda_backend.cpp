@@ -245,13 +245,12 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
   const ModelConfig& c = config_;
   const int64_t rows = sizes.rows;
   const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
-  const float eps = float(c.rms_norm_eps);
+  const float eps = float(c.block.rms_norm_eps);
   Workspace& w = workspace_;
   const int step_interval = phases_.begin(ForwardPhase::total, stream_);
   launch_embedding(step_.tokens(), rows, weights_.embedding.data(), c.hidden_size, w.hidden.data(), stream_);
-  // One launch instead of one per layer: in a decode step the 36 small launches of Qwen3-8B took
-  // 5.4 us each, 1.7% of the step at 32K x 8. (Run on a second stream beside the first layer's
-  // work instead, it made the INT2 steps 1-4% slower on the H100.)
+  // One launch instead of one per layer: a small launch per layer was a measurable share of a
+  // decode step. (On a second stream beside the first layer's work it made the INT2 steps slower.)
   const int first_migration = phases_.begin(ForwardPhase::kv_write, stream_);
   if (sizes.migrate_first) enqueue_migration(0, c.num_layers, sizes);
   phases_.end(first_migration, stream_);
@@ -269,8 +268,8 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
     rope.num_kv_heads = int(c.num_kv_heads);
     rope.head_dim = int(c.head_dim);
     rope.rows = step_.rows();
-    rope.q_norm = c.qk_norm ? lw.q_norm.data() : nullptr;
-    rope.k_norm = c.qk_norm ? lw.k_norm.data() : nullptr;
+    rope.q_norm = c.block.qk_norm ? lw.q_norm.data() : nullptr;
+    rope.k_norm = c.block.qk_norm ? lw.k_norm.data() : nullptr;
     rope.eps = eps;
     rope.inverse_frequencies = weights_.inverse_frequencies.data();
     launch_qk_norm_rope(rope, rows, stream_);
@@ -313,13 +312,12 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
 }
 
 // The LM head over slices of the vocabulary, kLogitSliceBytes of logits or more each (up to
-// kMaxLogitSlices), each slice's rows copied into their columns of the host's [rows][vocab] on copy_stream_ while the
-// next slice computes: the copy runs at the link's ~50 GB/s, 0.34 ms for 29 rows of Qwen3-8B's
-// 151,936 logits, and in one piece it waited for the whole product. The device holds the slices
-// one after another, each [rows][its width]. stream_ waits for the copies at the end (in a graph,
-// the copy stream's fork joins there). H100, INT2 q8 with the band, two rounds alternating: 32K x
-// 29 15.45 / 15.36 -> 15.15 / 15.16 ms, 100K x 29 28.21 / 28.08 -> 27.90 / 27.95, batch 1 and 8 the
-// same. (With the slices launched after the graph instead of inside it, 32K x 8 lost 0.2 ms.)
+// kMaxLogitSlices), each slice's rows copied into their columns of the host's [rows][vocab] on
+// copy_stream_ while the next slice computes: in one piece the host copy of a large batch's logits
+// waited for the whole product. The device holds the slices one after another, each [rows][its
+// width]. stream_ waits for the copies at the end (in a graph, the copy stream's fork joins there).
+// The slices run inside the step's graph, not after it (docs/bench/notes/2026-11-27-decode-step.md,
+// the LM head's slices).
 void CudaBackend::enqueue_logits(int64_t logit_rows) {
   if (logit_rows == 0) return;
   const int64_t vocab = config_.vocab_size, hidden = config_.hidden_size;

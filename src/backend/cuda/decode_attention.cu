@@ -83,10 +83,9 @@ struct NextUnit {
 };
 constexpr int kNextUnitOffset = kPoolsBytes + kQ8ScaleCount * sizeof(float);
 // The pools, the q8 scale table, the next unit: all of the kernel's shared memory is dynamic, so
-// that the pools start on a 128-byte line. Static shared variables (32 bytes of them at
-// 8977ef4) shift the dynamic area by their size, and the 128 bytes that eight lanes copy at once
-// then straddle two lines: bf16 decode attention ran 1.3-4.7% slower and INT2 up to 2% (H100 and
-// H200; Nsight Compute: the same instructions and bytes, longer waits for the copies).
+// that the pools start on a 128-byte line. Static shared variables shift the dynamic area by their
+// size, and the 128 bytes that eight lanes copy at once then straddle two lines: the same
+// instructions and bytes, longer waits for the copies.
 constexpr int kSharedBytes = kNextUnitOffset + int(sizeof(NextUnit));
 
 // Bits 0: bf16 pages only. Quantized items: INT2 and INT4 in groups of 64 or 128 channels take
@@ -129,8 +128,7 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
   }
   // The work list is the step's plan (uploaded before the step), not an earlier kernel's output:
   // the first unit's descriptor is read before waiting for the kernel before this one, while its
-  // last blocks run. (H100, with and without, medians of three runs: INT2 4K x 1 13.0 -> 12.5 us,
-  // 32K x 1 20.2 -> 19.5, 4K x 8 25.7 -> 25.2; the longer launches within +-0.8%.)
+  // last blocks run (it shortens the short launches).
   const int work_units = args.counts->decode_items * args.num_kv_heads;
   // The first wave takes units blockIdx.x; each later unit is claimed while the current one runs,
   // so that the atomic's round trip is hidden, and its descriptor is read while the current one's
@@ -159,8 +157,8 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
     work = next.work;
     item = next.item;
   }
-  // Not earlier: the combine's blocks, waiting beside this kernel's for its whole run, made INT2
-  // decode steps of batch 4-8 5-18% slower on the H100.
+  // Not earlier: the combine's blocks would wait beside this kernel's for its whole run, taking
+  // the SMs' slots from its units.
   release_consumer();
   // The last block out resets the counters for the next launch: every other block has taken its
   // final index by then.

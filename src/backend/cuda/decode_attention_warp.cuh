@@ -219,14 +219,12 @@ __device__ __forceinline__ const float* group_queries(const ItemContext& c) {
 // `channel_of(i)` of head g (zero past the group's heads). The constructor loads them if `early`,
 // before the unit's first copies (pipeline_start), load_late after the copies otherwise; either
 // way they are converted after the copies. Which order is faster depends on the warp's share of
-// the unit (H100, A/B over the decode-attention grid, docs/bench/README.md section (a)). Quantized
-// pages: the query first where a warp's share is at most kEarlyQueryPositions (loads_query_first;
-// INT2 splits up to 1536 positions), the copies first beyond, was faster than the query first everywhere at 34 of
-// 36 INT2 shapes (16K x 4 6%, 64K x 8 3.1%, 32K x 8 2.3%); the copies first everywhere lost up
-// to 7.6% where shares are short (8K x 4). Most likely the query's 32 loads a lane, issued before
-// the copies, delay the wait for the page ids that the copies need; where a share is short, the
-// query's own wait behind the copies costs more. bf16 pages: the copies first, faster at small
-// batches (8K x 1 3.4%) and level elsewhere.
+// the unit (A/B over the decode-attention grid: docs/bench/notes/2026-11-27-decode-attention.md).
+// Quantized pages: the query first where a warp's share is at most kEarlyQueryPositions
+// (loads_query_first; INT2 splits up to 1536 positions), the copies first beyond. Most likely the
+// query's 32 loads a lane, issued before the copies, delay the wait for the page ids that the
+// copies need; where a share is short, the query's own wait behind the copies costs more. bf16
+// pages: the copies first.
 constexpr int kEarlyQueryPositions = 512;
 template <int Tokens>
 __device__ __forceinline__ bool loads_query_first(const WarpTiles<Tokens>& tiles) {

@@ -10,19 +10,19 @@ namespace oscar::cuda::decode {
 // INT2 and INT4 pages in groups of 64 or 128 channels (OSCAR's cache and its band).
 //
 // A warp takes super-tiles (64 tokens of INT2 or 32 of INT4, four or two 16-token m-tiles: one
-// pipeline stage is 8-9 KB either way, three fit its pool) round-robin, so the softmax, the pipeline
-// and the page lookups are paid once per super-tile and the m-tiles' mma chains overlap. Codes come
-// from shared memory through ldmatrix (keys) and ldmatrix.trans (values) in 16-byte chunks of a
-// token's codes and are unpacked without a subtraction: the codes of a half-word that lie in bits
-// 0-9 (INT2: 0-4, INT4: 0-1) are or-ed in place into the f16 64.0, which reads 64 + c/16,
-// 64 + c/4, 64 + c, 64 + 4c or 64 + 16c exactly, and the others the same after one shift (the
+// pipeline stage is 8-9 KB either way, three fit its pool) round-robin, so the softmax, the
+// pipeline and the page lookups are paid once per super-tile and the m-tiles' mma chains overlap.
+// Codes come from shared memory through ldmatrix (keys) and ldmatrix.trans (values) in 16-byte
+// chunks of a token's codes and are unpacked without a subtraction: the codes of a half-word that
+// lie in bits 0-9 (INT2: 0-4, INT4: 0-1) are or-ed in place into the f16 64.0, which reads 64 +
+// c/16, 64 + c/4, 64 + c, 64 + 4c or 64 + 16c exactly, and the others the same after one shift (the
 // 64.0's exponent occupies bits 10-14). The query is divided by that factor, and the constant 64 is
 // taken out per group: 64 * (sum of the f16 query), computed once per item, is where the scores'
 // accumulation starts; 64 * (sum of the f16 weights) for the outputs, by one more mma against ones
 // per m-tile. The constant is at most 1024x a code step, so the f32 accumulation keeps ~14 bits of
 // the codes' contribution, finer than the f16 query (11 bits) and the f16 weights it multiplies.
-// INT2 is the cache's format; INT4 is an INT4 cache's and the band's (whose items took the
-// word-load path before: a 32K x 8 decode step 8% slower with the band than without).
+// INT2 is the cache's format; INT4 is an INT4 cache's and the band's (whose items took a slower
+// word-load path before).
 constexpr uint32_t kMagic64 = 0x54005400u;  // f16x2 (64, 64)
 constexpr uint32_t kOnes = 0x3c003c00u;     // f16x2 (1, 1)
 

@@ -69,7 +69,7 @@ DeviceWeights upload_weights(const ModelWeights& weights, const KvRotations* rot
   const ModelConfig& config = weights.config;
   DeviceWeights device;
   upload_matrix(weights.embed_tokens, device.embedding);
-  if (!config.tie_word_embeddings) upload_matrix(weights.lm_head, device.lm_head);
+  if (!config.block.tie_word_embeddings) upload_matrix(weights.lm_head, device.lm_head);
   upload(floats(weights.final_norm), device.final_norm);
   upload(rope_inverse_frequencies(config), device.inverse_frequencies);
   device.layers.resize(weights.layers.size());

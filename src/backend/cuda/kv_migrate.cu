@@ -130,11 +130,11 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
 // operation for operation (explicitly rounded float operations keep nvcc from fusing what the CPU
 // computes as separate steps, so the codes are the CPU's). A token's 128 steps depend on each other
 // and most of a step is the one channel's rounding: with a warp per token, 31 lanes idled through
-// it (47 us for a 32K x 8 decode step on the H100). Half a warp holds a token (lane r of the 16:
+// it. Half a warp holds a token (lane r of the 16:
 // channels 8r..8r+7): in step j every lane rounds its channel j % 8, the owner's error goes to the
 // token's lanes, and each updates its 8 channels. Eight channels keep the loop body (8 unrolled
 // steps) small: with 32 channels a lane, the unrolled body outgrew the instruction cache and the
-// warps waited on instruction fetch more than on anything else (51 us).
+// warps waited on instruction fetch more than on anything else.
 constexpr int kLanesPerToken = 16;
 constexpr int kChannelsPerLane = kHeadDim / kLanesPerToken;
 constexpr int kTokensPerWarp = 32 / kLanesPerToken;

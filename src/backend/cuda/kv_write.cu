@@ -39,9 +39,8 @@ constexpr int shared_bytes(int rows_per_block, int group) {
 // the vector per four steps). Decode steps use slices of 8 channels, so that a step's few rows
 // spread over 16 blocks a KV head; prefill chunks slices of 32, which read each row 4 times and
 // not 16. One thread a channel, reading the vector and R_K four bytes at a time, kept a decode
-// step's blocks busy with those shared-memory reads (H100, Nsight Compute with the caches flushed,
-// median of 72 launches, before -> after: 1 row 5.47 -> 5.22 us, 8 rows 6.34 -> 5.98, 29 rows
-// 13.22 -> 8.22; INT2 decode step at 32K x 8 8.83 / 8.77 -> 8.66 / 8.72 ms).
+// step's blocks busy with those shared-memory reads (docs/bench/notes/2026-11-27-decode-step.md,
+// the KV write in channel quads).
 template <int Columns>
 __global__ void __launch_bounds__(kThreads)
     kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_block) {

@@ -4,8 +4,8 @@
 //
 // A decode step has a handful of rows, so one block per row is all the parallelism there is and
 // the kernel's time is its latency: every thread issues all of its 16-byte loads (row, delta and
-// weight) before it waits on any, and keeps the row in registers for the second pass. (A loop of
-// 4-byte loads, one round trip after another, took 14.8 us per call at 8 rows x 4096 on the H100.)
+// weight) before it waits on any, and keeps the row in registers for the second pass, rather than
+// a loop of 4-byte loads, one round trip after another.
 #include <stdexcept>
 #include <string>
 

@@ -15,18 +15,11 @@
 //
 // Both: partial sums meet in shared memory in a fixed order, so results do not depend on timing.
 // For the gate|up product both apply SwiGLU themselves (a block's 4 or 16 outputs hold whole pairs,
-// gate_up_layout.h) and write down_proj's bf16 input: no SwiGLU kernel between the two products
-// (H100, decode step with and without, three runs each: INT2 32K x 8 9.415 -> 9.034 ms, bf16 32K x
-// 8 19.32 -> 18.96, batch 1 0.5-0.8% less).
+// gate_up_layout.h) and write down_proj's bf16 input: no SwiGLU kernel between the two products.
 //
-// Measured on the H100 at Qwen3-8B's shapes (`oscar bench linear`: products back to back, weights
-// never in L2), us for q|k|v, o, gate|up, down, LM head, ours against cuBLAS (docs/bench/linear.json):
-//   1 row (FMA)   21.6 / 13.4 / 65.8 / 35.3 / 391 against 22.0 / 16.8 / 73.3 / 39.7 / 435;
-//   4 rows (mma)  20.0 / 14.0 / 69.2 / 40.0 / 410 against 22.1 / 16.6 / 73.8 / 59.4 / 438;
-//   8 rows (mma)  20.1 / 14.0 / 70.0 / 39.4 / 416 against 21.9 / 16.6 / 74.4 / 40.2 / 441;
-//   16 rows (mma) 21.7 / 15.0 / 74.5 / 40.5 / 441 against 22.2 / 17.0 / 75.1 / 40.9 / 443.
-// In an earlier run of the same sweep the mma kernel at one row took 20.2 / 13.8 / 66.7 / 37.7 / 392
-// against the FMA kernel's 18.8 / 13.5 / 65.8 / 34.8 / 390. 17-32 rows: see launch().
+// `oscar bench linear` times both kernels against cuBLAS at a model's shapes (docs/bench/README.md;
+// the runs behind the choices here:
+// docs/bench/notes/2026-11-28-measurements-from-code-comments.md). 17-32 rows: see launch().
 #include <stdexcept>
 #include <string>
 
@@ -296,10 +289,11 @@ void launch(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_
   if (r == 1) return launch_fma<1>(x, r, w, o, i, d, stream);
   if (r <= kFmaMaxRows) return launch_fma<2>(x, r, w, o, i, d, stream);
   // One and two row tiles: 4 steps a batch (2 and 8 measured no faster).
-  // Three and four row tiles: the fastest of the variants measured on the H100 (docs/bench/README.md,
-  // section (b), "Products of 17-32 rows"): 2 steps a batch, at three tiles with a minimum of 2
-  // blocks per SM (123 registers), at four without (102; the minimum squeezes them into 128 and
-  // spills). 4 steps at four tiles take 236 registers, one block per SM, and were 3-10% slower.
+  // Three and four row tiles: the fastest of the variants measured (docs/bench/notes/
+  // 2026-11-27-decode-step.md, "Products of 17-32 rows"): 2 steps a batch, at three tiles with a
+  // minimum of 2 blocks per SM (123 registers), at four without (102; the minimum squeezes them
+  // into 128 and spills). 4 steps at four tiles take 236 registers, one block per SM, and were
+  // slower.
   if (r <= 8) return launch_mma<1, 4, 0>(x, r, w, o, i, d, stream);
   if (r <= 16) return launch_mma<2, 4, 0>(x, r, w, o, i, d, stream);
   if (r <= 24) return launch_mma<3, 2, 2>(x, r, w, o, i, d, stream);

@@ -43,9 +43,8 @@ std::vector<Segment> decode_segments(const QueryRow& row, int64_t sink) {
 // split / 4 instead. Sorted longest first (make_step_plan), the small pieces are what the blocks
 // that finish early take at the end of the launch, so that no block runs a whole long piece while
 // the others wait. Small pieces keep at least two super-tiles per warp (512 positions): below that
-// each one's pipeline fill and merge cost more than the evening out gains (seen at batch 1:
-// 128K x 1 in 256-position pieces took 94 us instead of 68), and so does cutting a quarter of
-// every row when the launch has tens of waves (128K x 64: 2233 us instead of 2133).
+// each one's pipeline fill and merge cost more than the evening out gains (at batch 1), and so does
+// cutting a quarter of every row when the launch has tens of waves.
 template <typename Visit>
 void for_each_split(int64_t begin, int64_t end, int64_t origin, int64_t split, int64_t waves, Visit visit) {
   constexpr int64_t kSmallestFinePiece = 2 * kDecodeSplitAlignment;
@@ -160,11 +159,8 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
     if (4 * one_wave > longest_row) {
       // Short rows. Where a unit per row and KV head fills half a wave or more and the rows are 4K
       // or shorter (kWholeDecodeRow), one split a row: each piece's setup and merge cost more than
-      // the waves' balance gains. H100, INT2 without / with the band, two runs each, µs: 4K x 32
-      // 65.8 -> 58.5 / 76.3 -> 62.2 (split 1536 -> 4352), 4K x 64 103.5 -> 102.7 / 130.8 -> 108.9
-      // (2816 -> 4352). Rows of 8K in one split (8448) were slower without the band (8K x 32 84.9
-      // -> 93.0, 8K x 64 148.7 -> 176.8) and faster with it (102.6 -> 96.4, 172.6 -> 171.2): they
-      // keep two waves' splits.
+      // the waves' balance gains. Rows of 8K in one split were slower without the band and barely
+      // faster with it, so they keep two waves' splits.
       const int64_t row_units = int64_t(decode_rows.size()) * shape.num_kv_heads;
       if (2 * row_units >= slots && longest_row <= kWholeDecodeRow) {
         return round_up(longest_row, kDecodeSplitAlignment);
@@ -236,12 +232,11 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
       if (shape.fast_decode) {
         for (const Segment& s : decode_segments(row, kv.sink_tokens)) {
           // Full-precision keys keep even splits: their kernel path holds one tile in flight per
-          // warp, so its short pieces cost more than the evening out gains (bf16 cache, 32K x 8:
-          // 424 us with quarter pieces, 398 without). The band is a few splits long at most. The
-          // recent window is cut from its own start, so that it stays one piece wherever it lies:
-          // cut at multiples of the split from position 0, the window of a context of 4096 k + 1
-          // positions left its last key alone in a piece, a whole block's setup and merge for one
-          // key (32K x 8: 64 of 1088 pieces).
+          // warp, so its short pieces cost more than the evening out gains. The band is a few
+          // splits long at most. The recent window is cut from its own start, so that it stays one
+          // piece wherever it lies: cut at multiples of the split from position 0, the window of a
+          // context of 4096 k + 1 positions left its last key alone in a piece, a whole block's
+          // setup and merge for one key (32K x 8: 64 of 1088 pieces).
           const int64_t tail_waves = s.pages == KeyPages::quantized ? waves : 0;
           const bool window = s.pages == KeyPages::full && s.begin > 0;
           const int64_t origin = window ? s.begin / kDecodeSplitAlignment * kDecodeSplitAlignment : 0;
@@ -301,9 +296,7 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
   }
   // The decode kernel's blocks take items in this order: the longest first (each item names its
   // own partial record, so the order is free), a position counted by the bits the kernel reads for
-  // it: 16 at full precision, the code bits if quantized or in the band. (While the band's items
-  // took a slower path than the 2-bit ones, they counted 16 a position: by their 4 bits they came
-  // after the long 2-bit splits and ended the launch, 32K x 8 10.28 ms instead of 9.37.)
+  // it: 16 at full precision, the code bits if quantized or in the band.
   const int64_t cost_per_position[] = {16, std::max(1, kv.bits()), kv.band_config().bits()};
   auto cost = [&](const DecodeItem& item) {
     return int64_t(item.end - item.begin) * cost_per_position[int(item.pages)];

@@ -72,45 +72,26 @@ struct StepPlan {
   void clear();                // empties every record, keeping the storage
 };
 
-// Fills `plan` (its vectors cleared, their storage kept): a backend keeps one plan for all its steps,
-// because a step allocating its records afresh paid for the fresh memory every time (29 sequences
-// of 100K: a page table of 45K entries, 544 KB, 4 ms a step on a 2-core development machine
-// against 0.2 ms into storage kept from the step before).
+// Fills `plan` (its vectors cleared, their storage kept): a backend keeps one plan for all its
+// steps, because allocating a step's records afresh (a page table of 45K entries at 29 x 100K) cost
+// more than the step's host work (measured:
+// docs/bench/notes/2026-11-28-measurements-from-code-comments.md).
 void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv, const StepPlanShape& shape,
                     StepPlan& plan);
 
-// Key positions per split of decode rows of `decode_rows` key positions each, between 256 and 4096,
-// or up to 4352 (a whole row of 4K), 6144 or 8192 for a quantized cache. A quantized cache: a
-// multiple of kDecodeSplitAlignment, about one wave of `resident_blocks` splits when its longest
-// row still gets four splits (each row's share of the last wave is then cut into quarter splits,
-// which the blocks take last, see make_step_plan), else about two waves, or one split a row where
-// the rows are 4K or shorter and a unit per row and KV head fills half a wave. Where one wave would
-// need splits longer than 4096, the longest of 8192 and 6144 whose pieces still make four waves,
-// else 4096: INT2 with the band, 4096 -> 8192, H100 / H200 (docs/bench section (a)): 128K x 64 1742
-// -> 1694 / 1736 -> 1677 us, 64K x 32 462 -> 454 / 426 -> 410, 100K x 16 347 -> 343 / 318 -> 311;
-// with fewer waves the longer splits' tail costs more than they save (32K x 8 75 -> 105 us at 8192
-// on the H100, 64K x 8 129 -> 152 at 6144, 100K x 8 186 -> 199 at 8192). A bf16 cache: the shortest
-// multiple of kFullDecodeSplitAlignment whose pieces, counted row by row, fit one wave and cut the
-// longest row into two splits or more, else the same in two, three or four waves
-// (kFullDecodeWaves), else about two waves of 4096 at most. Measured on the H100 (oscar bench
-// decode-attention --split-tokens, docs/bench): INT2 32K x 1 took 25.1 us at 768 vs 30.0 at 512,
-// 32K x 8 82.1 us at 4096 vs 91.7 at 2816; but 8K x 32 117 us at 4096 vs 98 at 2816, and bf16
-// splits one wave long were 12% slower at 32K x 8 (447 us vs 400, the wave clamped to 4096). bf16
-// below the clamp, at `2e505d2`: 32K x 1 57.1 us at one wave (768) vs 62.0 at two, 4K x 16 101.5 vs
-// 106.4, 8K x 16 188.9 vs 197.2, 16K x 8 188.5 vs 194.8, 128K x 1 189.2 vs 199.4; but 4K x 32,
-// whose rows one wave cuts into 2816 + 1281, 204.1 vs 195.7 at 1536. Smaller splits pay each
-// split's pipeline fill and merge more often, larger ones leave blocks idle at the end. Multiples
-// of 256 rounded a bf16 wave's longest piece up by as much as three tiles per warp (32K x 1: 768,
-// twelve tiles, where 704 gives eleven in one wave); multiples of 64 were 0.5-1% faster where they
-// differ (4K x 32 195.3 -> 193.2 us, 128K x 1 189.6 -> 187.6), not the 8% the tiles suggest: the
-// wave shares the memory bandwidth. Three and four waves, where one or two fit no split (before,
-// such shapes took two waves' worth, clamped at 4096, e.g. 4096 + 4096 + 1 positions a row at 8K x
-// 64): one H100, three runs each, µs, the split fitted to three or four waves against the old one:
-// 4K x 64 368.0 (1408) vs 375.7 (2816), 8K x 64 716.1 (2752) vs 738.6 (4096), 16K x 32 715.3 (2752)
-// vs 737.6, 32K x 16 707.7 (3648) vs 730.0, 64K x 8 704.0 (3648) vs 726.2, 128K x 4 699.1 (3584) vs
-// 727.2; of the other splits tried only 2112 at 4K x 64 was faster (366.7; it leaves the row no two
-// whole splits). On a second H100 the six were 0.3-1.8% faster, the other shapes within 1%
-// (docs/bench section (a)). Beyond four waves the clamp stays: not measured.
+// Key positions per split of decode rows of `decode_rows` key positions each: a split count that
+// fills whole waves of `shape.resident_blocks` blocks. Smaller splits pay each split's pipeline
+// fill and merge more often; larger ones leave blocks idle at the end of the launch.
+// - Quantized cache: a multiple of kDecodeSplitAlignment, about one wave when the longest row still
+//   gets four splits (the last wave's share cut into quarters, see make_step_plan), else two
+//   waves; one split a row for rows of 4K or less when a unit per row and KV head fills half a
+//   wave; 6144 or 8192 instead of 4096 only where the pieces still make four waves.
+// - bf16 cache: the shortest multiple of kFullDecodeSplitAlignment that fits one wave and cuts the
+//   longest row at least in two, else the same in two to four waves (kFullDecodeWaves), else about
+//   two waves of at most 4096.
+// The split lengths were chosen by `oscar bench decode-attention --split-tokens`; the runs are in
+// docs/bench/notes/2026-11-27-decode-attention.md and
+// 2026-11-28-measurements-from-code-comments.md.
 int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized_cache, const StepPlanShape& shape);
 
 }  // namespace oscar::cuda
