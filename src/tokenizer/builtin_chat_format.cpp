@@ -1,4 +1,4 @@
-#include "tokenizer/chat_template.h"
+#include "tokenizer/builtin_chat_format.h"
 
 #include "util/error.h"
 

@@ -1,6 +1,6 @@
 #pragma once
-// Chat prompts in the formats of the models oscar serves. (tokenizer_config.json holds a Jinja
-// template; oscar implements the two formats its supported architectures use.)
+// The built-in chat layouts, for checkpoints that ship no chat template: ChatML for Qwen, the
+// Llama 3 header layout for Llama. (A checkpoint's own template is rendered by ChatTemplate.)
 #include <span>
 #include <string>
 #include <string_view>
