@@ -40,6 +40,10 @@ std::shared_ptr<const jinja::Template> compile(std::string_view source,
   }
 }
 
+bool mentions_think(std::string_view source) {
+  return source.find("<think>") != std::string_view::npos;
+}
+
 // transformers' continue_final_message: the rendering cut after the final message's content
 // (or after that content trimmed, for templates that trim it).
 std::string cut_after_final_message(const std::string& rendered, const ordered_json& messages) {
@@ -87,6 +91,7 @@ ChatTemplate ChatTemplate::from_source(std::string_view source, std::string bos_
   ChatTemplate chat;
   chat.source_name_ = "chat template";
   chat.default_ = compile(source, chat.source_name_);
+  chat.writes_think_blocks_ = mentions_think(source);
   chat.bos_token_ = std::move(bos_token);
   chat.eos_token_ = std::move(eos_token);
   return chat;
@@ -96,7 +101,9 @@ ChatTemplate ChatTemplate::load_file(const std::string& path, const std::string&
   const ordered_json config = read_tokenizer_config(model_dir);
   ChatTemplate chat;
   chat.source_name_ = path;
-  chat.default_ = compile(read_file(path), path);
+  const std::string source = read_file(path);
+  chat.default_ = compile(source, path);
+  chat.writes_think_blocks_ = mentions_think(source);
   chat.bos_token_ = token_text(config, "bos_token");
   chat.eos_token_ = token_text(config, "eos_token");
   return chat;
@@ -116,6 +123,7 @@ ChatTemplate ChatTemplate::load(const std::string& model_dir, std::string_view a
   chat.eos_token_ = token_text(config, "eos_token");
   if (it->is_string()) {
     chat.default_ = compile(it->get<std::string>(), source_name);
+    chat.writes_think_blocks_ = mentions_think(it->get<std::string>());
     return chat;
   }
   require(it->is_array(), "{}: chat_template must be a string or a list of {{name, template}}",
@@ -126,6 +134,7 @@ ChatTemplate ChatTemplate::load(const std::string& model_dir, std::string_view a
             "{}: chat_template entries must be {{\"name\": ..., \"template\": ...}}", source_name);
     const std::string name = named["name"];
     auto compiled = compile(named["template"].get<std::string>(), source_name + " (" + name + ")");
+    chat.writes_think_blocks_ |= mentions_think(named["template"].get<std::string>());
     if (name == "default") chat.default_ = std::move(compiled);
     if (name == "tool_use") chat.tool_use_ = std::move(compiled);
   }

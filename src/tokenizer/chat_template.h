@@ -43,6 +43,8 @@ class ChatTemplate {
   // A checkpoint template writes its own special tokens (BOS included): encode its text without
   // the tokenizer's post-processor, as transformers does. The built-in layout relies on it.
   bool writes_special_tokens() const { return default_ != nullptr; }
+  // Whether the template writes <think> blocks (Qwen3's reasoning), so answers may hold one.
+  bool writes_think_blocks() const { return writes_think_blocks_; }
   std::string description() const;
 
  private:
@@ -50,6 +52,7 @@ class ChatTemplate {
   std::string source_name_;
   std::string bos_token_, eos_token_;
   ChatFormat builtin_format_ = ChatFormat::chatml;
+  bool writes_think_blocks_ = false;
 };
 
 }  // namespace oscar
