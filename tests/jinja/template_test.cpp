@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "jinja/template.h"
+#include "support/test_paths.h"
 #include "util/error.h"
+#include "util/file_io.h"
 
 namespace oscar::jinja {
 namespace {
@@ -110,6 +112,30 @@ TEST(JinjaTemplate, SandboxBoundsLoopsRecursionAndOutput) {
                       "+ ns.l %}{% endfor %}",
                       {}, limits),
                Error);
+}
+
+// Every cut of a real template (a truncated or garbled file) parses and renders or fails with
+// an Error; none may crash.
+TEST(JinjaTemplate, CutTemplatesFailCleanly) {
+  const std::string source = read_file(testing::source_dir() +
+                                       "/models/reference-chat/qwen3-thinking/chat_template.jinja");
+  const nlohmann::ordered_json context = {
+      {"messages",
+       {{{"role", "user"}, {"content", "hi"}},
+        {{"role", "assistant"}, {"content", "<think>a</think>b"}}}},
+      {"add_generation_prompt", true}};
+  size_t rendered = 0;
+  const size_t stride = testing::kSanitized ? 7 : 1;
+  for (size_t length = 0; length <= source.size(); length += stride) {
+    for (const std::string& cut : {source.substr(0, length), source.substr(length)}) {
+      try {
+        Template(cut).render(context);
+        ++rendered;
+      } catch (const Error&) {
+      }
+    }
+  }
+  EXPECT_GT(rendered, 0u);
 }
 
 }  // namespace
