@@ -242,6 +242,17 @@ Value Interpreter::define_macro(const Statement& statement) {
   });
 }
 
+void Interpreter::check_nesting(const Value& item, int depth) {
+  require(depth < kMaxValueDepth, "lists and dicts nest deeper than {} levels", kMaxValueDepth);
+  if (item.is_array()) {
+    count_steps(int64_t(item.as_array().size()));
+    for (const Value& inner : item.as_array()) check_nesting(inner, depth + 1);
+  } else if (item.is_object()) {
+    count_steps(int64_t(item.as_object().entries.size()));
+    for (const auto& entry : item.as_object().entries) check_nesting(entry.second, depth + 1);
+  }
+}
+
 Value Interpreter::call(const Value& callee, const Arguments& arguments) {
   if (callee.is_undefined()) fail("'{}' is undefined", std::get<Undefined>(callee.data).name);
   require(callee.is_function(), "'{}' object is not callable", callee.type_name());
@@ -277,7 +288,10 @@ Value Interpreter::evaluate_inner(const Expression& e) {
     case ExpressionKind::list:
     case ExpressionKind::tuple: {
       Array items;
-      for (const auto& item : e.items) items.push_back(evaluate(*item));
+      for (const auto& item : e.items) {
+        items.push_back(evaluate(*item));
+        check_nesting(items.back());
+      }
       count_steps(int64_t(items.size()));
       return items;
     }
@@ -286,7 +300,9 @@ Value Interpreter::evaluate_inner(const Expression& e) {
       for (size_t i = 0; i + 1 < e.items.size(); i += 2) {
         const Value key = evaluate(*e.items[i]);
         require(key.is_string(), "dict keys must be strings, not {}", key.type_name());
-        object.as_object().set(key.as_string(), evaluate(*e.items[i + 1]));
+        Value value = evaluate(*e.items[i + 1]);
+        check_nesting(value);
+        object.as_object().set(key.as_string(), std::move(value));
       }
       return object;
     }

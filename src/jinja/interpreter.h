@@ -28,6 +28,10 @@ class Interpreter {
   // Throws Error when a string of `bytes` would pass RenderLimits::max_output_bytes.
   void check_size(size_t bytes) const;
   Value call(const Value& callee, const Arguments& arguments);
+  // Throws Error where `item`, put inside a new list or dict, would nest deeper than
+  // kMaxValueDepth (deep values would exhaust the stack where they are walked or freed). Each
+  // item visited counts as a step.
+  void check_nesting(const Value& item, int depth = 1);
 
  private:
   enum class Flow { normal, break_loop, continue_loop };

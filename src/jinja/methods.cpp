@@ -205,7 +205,9 @@ Value member_function(Interpreter& interpreter, const Value& self, const std::st
     if (name == "append") {
       return make_function(name, [run, self](const Arguments& a) {
         run->count_steps();
-        self.as_array().push_back(a.get(0, "item"));
+        Value item = a.get(0, "item");
+        run->check_nesting(item);
+        self.as_array().push_back(std::move(item));
         return Value(nullptr);
       });
     }
@@ -273,12 +275,15 @@ void add_globals(Interpreter& interpreter, Object& globals) {
                 }
                 return Value(std::move(out));
               }));
-  auto keywords_object = [](const Arguments& a, bool is_namespace) {
+  auto keywords_object = [run](const Arguments& a, bool is_namespace) {
     Value object = make_object();
     object.as_object().is_namespace = is_namespace;
     if (!a.positional.empty() && a.positional[0].is_object())
       object.as_object().entries = a.positional[0].as_object().entries;
-    for (const auto& [key, value] : a.keyword) object.as_object().set(key, value);
+    for (const auto& [key, value] : a.keyword) {
+      run->check_nesting(value);
+      object.as_object().set(key, value);
+    }
     return object;
   };
   globals.set("namespace", make_function("namespace", [keywords_object](const Arguments& a) {

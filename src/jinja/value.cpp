@@ -59,7 +59,16 @@ bool truthy(const Value& value) {
   return true;
 }
 
-bool equal(const Value& a, const Value& b) {
+namespace {
+
+void check_depth(int depth) {
+  require(depth <= kMaxValueDepth, "lists and dicts nest deeper than {} levels", kMaxValueDepth);
+}
+
+}  // namespace
+
+bool equal(const Value& a, const Value& b, int depth) {
+  check_depth(depth);
   if (a.is_number() && b.is_number()) {
     if (a.is_int() && b.is_int()) return a.as_int() == b.as_int();
     return a.as_number() == b.as_number();
@@ -72,7 +81,7 @@ bool equal(const Value& a, const Value& b) {
     const Array &x = a.as_array(), &y = b.as_array();
     if (x.size() != y.size()) return false;
     for (size_t i = 0; i < x.size(); ++i) {
-      if (!equal(x[i], y[i])) return false;
+      if (!equal(x[i], y[i], depth + 1)) return false;
     }
     return true;
   }
@@ -81,7 +90,7 @@ bool equal(const Value& a, const Value& b) {
     if (x.entries.size() != y.entries.size()) return false;
     for (const auto& [key, value] : x.entries) {
       const Value* other = y.find(key);
-      if (other == nullptr || !equal(value, *other)) return false;
+      if (other == nullptr || !equal(value, *other, depth + 1)) return false;
     }
     return true;
   }
@@ -120,18 +129,19 @@ std::string quoted_repr(const std::string& text) {
 
 }  // namespace
 
-std::string python_repr(const Value& value) {
+std::string python_repr(const Value& value, int depth) {
+  check_depth(depth);
   if (value.is_string()) return quoted_repr(value.as_string());
   if (value.is_array()) {
     std::string out = "[";
     for (const Value& item : value.as_array())
-      out += (out.size() > 1 ? ", " : "") + python_repr(item);
+      out += (out.size() > 1 ? ", " : "") + python_repr(item, depth + 1);
     return out + "]";
   }
   if (value.is_object()) {
     std::string out = "{";
     for (const auto& [key, item] : value.as_object().entries) {
-      out += (out.size() > 1 ? ", " : "") + quoted_repr(key) + ": " + python_repr(item);
+      out += (out.size() > 1 ? ", " : "") + quoted_repr(key) + ": " + python_repr(item, depth + 1);
     }
     return out + "}";
   }
@@ -149,7 +159,8 @@ std::string to_string(const Value& value) {
   return python_repr(value);
 }
 
-Value from_json(const nlohmann::ordered_json& json) {
+Value from_json(const nlohmann::ordered_json& json, int depth) {
+  check_depth(depth);
   switch (json.type()) {
     case nlohmann::ordered_json::value_t::null:
       return nullptr;
@@ -166,13 +177,13 @@ Value from_json(const nlohmann::ordered_json& json) {
       return json.get<std::string>();
     case nlohmann::ordered_json::value_t::array: {
       Array items;
-      for (const auto& item : json) items.push_back(from_json(item));
+      for (const auto& item : json) items.push_back(from_json(item, depth + 1));
       return items;
     }
     case nlohmann::ordered_json::value_t::object: {
       Value object = make_object();
       for (const auto& [key, item] : json.items())
-        object.as_object().entries.emplace_back(key, from_json(item));
+        object.as_object().entries.emplace_back(key, from_json(item, depth + 1));
       return object;
     }
     default:
@@ -181,6 +192,7 @@ Value from_json(const nlohmann::ordered_json& json) {
 }
 
 std::string to_json(const Value& value, const JsonStyle& style, int depth) {
+  check_depth(depth);
   const bool indented = style.indent >= 0;
   const std::string item_separator = !style.item_separator.empty() ? style.item_separator
                                      : indented                    ? ","

@@ -96,14 +96,18 @@ Value make_object();
 Value make_function(std::string name, std::function<Value(const Arguments&)> call);
 
 bool truthy(const Value& value);
-bool equal(const Value& a, const Value& b);
+bool equal(const Value& a, const Value& b, int depth = 0);
 // Python's str(): None, True, 1.5, ['a', 1], {'k': 'v'}; undefined is empty.
 std::string to_string(const Value& value);
-std::string python_repr(const Value& value);
+std::string python_repr(const Value& value, int depth = 0);
+
+// Lists and dicts nest at most this deep (from JSON, and where tojson, repr and == walk them),
+// so that no input can exhaust the stack.
+inline constexpr int kMaxValueDepth = 256;
 
 // JSON in and out. tojson writes as Python's json.dumps(ensure_ascii=False) does: ", " and ": "
 // between items, or "," and ": " with an indent.
-Value from_json(const nlohmann::ordered_json& json);
+Value from_json(const nlohmann::ordered_json& json, int depth = 0);
 struct JsonStyle {
   int indent = -1;  // -1: one line
   std::string item_separator, key_separator;

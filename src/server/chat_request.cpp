@@ -180,6 +180,16 @@ bool apply_tool_choice(const ordered_json& body, ordered_json& tools) {
   return true;
 }
 
+// Whether `value` nests lists and objects deeper than `limit` (bounded recursion).
+bool nests_deeper_than(const ordered_json& value, int limit) {
+  if (!value.is_structured()) return false;
+  if (limit == 0) return true;
+  for (const ordered_json& item : value) {
+    if (nests_deeper_than(item, limit - 1)) return true;
+  }
+  return false;
+}
+
 // Whether the prompt leaves a <think> block open (thinking templates open it for the model).
 bool ends_inside_think_block(const std::string& prompt) {
   const size_t open = prompt.rfind("<think>");
@@ -191,6 +201,13 @@ bool ends_inside_think_block(const std::string& prompt) {
 
 ChatPrompt render_chat_prompt(const ordered_json& body, const ChatTemplate& chat_template,
                               bool split_reasoning, const Tokenizer& tokenizer) {
+  for (const char* key : {"messages", "tools", "chat_template_kwargs"}) {
+    if (const ordered_json* value = chat_field(body, key);
+        value != nullptr && nests_deeper_than(*value, 64)) {
+      throw invalid_request(fmt::format("'{}' nests lists and objects deeper than 64 levels", key),
+                            key);
+    }
+  }
   if (chat_field(body, "chat_template") != nullptr) {
     throw invalid_request(
         "a request may not carry its own 'chat_template'; start the server with --chat-template",

@@ -108,6 +108,20 @@ TEST(JinjaTemplate, SandboxBoundsLoopsRecursionAndOutput) {
   EXPECT_THROW(render("{% for i in range(900) %}ab{% endfor %}", {}, limits), Error);
   EXPECT_THROW(render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}"),
                Error);
+  for (const char* nest : {"[ns.l]", "{'k': ns.l}", "dict(k=ns.l)"}) {
+    EXPECT_THROW(
+        render(std::string(
+                   "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = ") +
+               nest + " %}{% endfor %}"),
+        Error)
+        << nest;
+  }
+  EXPECT_THROW(render("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set m = [] %}"
+                      "{{ m.append(ns.l) or '' }}{% set ns.l = m %}{% endfor %}"),
+               Error);
+  nlohmann::ordered_json deep = 1;
+  for (int i = 0; i < 1000; ++i) deep = nlohmann::ordered_json::array({deep});
+  EXPECT_THROW(render("{{ x }}", {{"x", deep}}), Error);
   EXPECT_THROW(render("{% set ns = namespace(l=[1]) %}{% for i in range(100) %}{% set ns.l = ns.l "
                       "+ ns.l %}{% endfor %}",
                       {}, limits),

@@ -111,6 +111,9 @@ TEST(ChatRequest, BadChatFieldsNameTheField) {
       {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{oops"}}]}]})",
        &qwen, "messages"},
       {R"({"messages": [{"role": "robot", "content": "x"}]})", &qwen, "messages"},
+      {"{" + user + R"(, "chat_template_kwargs": {"x": )" + std::string(100, '[') +
+           std::string(100, ']') + "}}",
+       &qwen, "chat_template_kwargs"},
       {R"({"messages": [{"role": "tool", "content": "x"}]})", &builtin, "messages"},
       {R"({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}],
            "continue_final_message": true, "add_generation_prompt": false, "chat_template_kwargs": {"x": 1}})",
