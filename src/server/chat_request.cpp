@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/request_fields.h"
 #include "util/error.h"
 
 namespace oscar {
@@ -10,22 +11,9 @@ namespace {
 
 using nlohmann::ordered_json;
 
-const ordered_json* chat_field(const ordered_json& object, const char* key) {
-  const auto it = object.find(key);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
-bool chat_flag(const ordered_json& body, const char* key, bool fallback) {
-  const ordered_json* value = chat_field(body, key);
-  if (value == nullptr) return fallback;
-  if (!value->is_boolean())
-    throw invalid_request(fmt::format("'{}' must be true or false", key), key);
-  return value->get<bool>();
-}
-
 // A string, null (empty), or a list of {"type": "text", "text": ...} parts, joined.
 std::string content_text(const ordered_json& message, const std::string& where) {
-  const ordered_json* content = chat_field(message, "content");
+  const ordered_json* content = field(message, "content");
   if (content == nullptr) return {};
   if (content->is_string()) return content->get<std::string>();
   if (content->is_array()) {
@@ -53,14 +41,14 @@ ordered_json tool_calls_of(const ordered_json& calls, const std::string& where) 
   for (size_t j = 0; j < calls.size(); ++j) {
     const std::string at = fmt::format("{}.tool_calls[{}]", where, j);
     const ordered_json& call = calls[j];
-    const ordered_json* function = call.is_object() ? chat_field(call, "function") : nullptr;
+    const ordered_json* function = call.is_object() ? field(call, "function") : nullptr;
     if (function == nullptr || !function->is_object() || !function->contains("name") ||
         !(*function)["name"].is_string()) {
       throw invalid_request(fmt::format("{} needs a function with a string 'name'", at),
                             "messages");
     }
     ordered_json arguments = ordered_json::object();
-    if (const ordered_json* given = chat_field(*function, "arguments")) {
+    if (const ordered_json* given = field(*function, "arguments")) {
       arguments = given->is_string()
                       ? ordered_json::parse(given->get<std::string>(), nullptr, false)
                       : *given;
@@ -80,7 +68,7 @@ ordered_json tool_calls_of(const ordered_json& calls, const std::string& where) 
 }
 
 ordered_json chat_messages(const ordered_json& body) {
-  const ordered_json* messages = chat_field(body, "messages");
+  const ordered_json* messages = field(body, "messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     throw invalid_request("'messages' must be a non-empty list", "messages");
   }
@@ -100,18 +88,18 @@ ordered_json chat_messages(const ordered_json& body) {
           "messages");
     }
     ordered_json normalized = {{"role", role}, {"content", content_text(message, where)}};
-    if (const ordered_json* reasoning = chat_field(message, "reasoning_content")) {
+    if (const ordered_json* reasoning = field(message, "reasoning_content")) {
       if (!reasoning->is_string())
         throw invalid_request(where + ".reasoning_content must be a string", "messages");
       normalized["reasoning_content"] = *reasoning;
     }
-    if (const ordered_json* calls = chat_field(message, "tool_calls")) {
+    if (const ordered_json* calls = field(message, "tool_calls")) {
       if (role != "assistant")
         throw invalid_request(where + ": only assistant messages have tool_calls", "messages");
       if (!calls->empty()) normalized["tool_calls"] = tool_calls_of(*calls, where);
     }
     for (const char* key : {"tool_call_id", "name"}) {
-      if (const ordered_json* value = chat_field(message, key)) {
+      if (const ordered_json* value = field(message, key)) {
         if (!value->is_string())
           throw invalid_request(fmt::format("{}.{} must be a string", where, key), "messages");
         normalized[key] = *value;
@@ -123,12 +111,12 @@ ordered_json chat_messages(const ordered_json& body) {
 }
 
 ordered_json chat_tools(const ordered_json& body) {
-  const ordered_json* tools = chat_field(body, "tools");
+  const ordered_json* tools = field(body, "tools");
   if (tools == nullptr) return ordered_json::array();
   if (!tools->is_array()) throw invalid_request("'tools' must be a list of functions", "tools");
   for (size_t i = 0; i < tools->size(); ++i) {
     const ordered_json& tool = (*tools)[i];
-    const ordered_json* function = tool.is_object() ? chat_field(tool, "function") : nullptr;
+    const ordered_json* function = tool.is_object() ? field(tool, "function") : nullptr;
     if (!tool.is_object() || tool.value("type", "") != "function" || function == nullptr ||
         !function->is_object() || !function->contains("name") || !(*function)["name"].is_string()) {
       throw invalid_request(
@@ -136,7 +124,7 @@ ordered_json chat_tools(const ordered_json& body) {
               "tools[{}] must be {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}", i),
           "tools");
     }
-    if (const ordered_json* parameters = chat_field(*function, "parameters");
+    if (const ordered_json* parameters = field(*function, "parameters");
         parameters && !parameters->is_object()) {
       throw invalid_request(
           fmt::format("tools[{}].function.parameters must be a JSON schema object", i), "tools");
@@ -148,7 +136,7 @@ ordered_json chat_tools(const ordered_json& body) {
 // tool_choice: "none", "auto", or {"type": "function", "function": {"name": ...}}, which leaves
 // only that function in the tools. Returns whether the answer is read for tool calls.
 bool apply_tool_choice(const ordered_json& body, ordered_json& tools) {
-  const ordered_json* choice = chat_field(body, "tool_choice");
+  const ordered_json* choice = field(body, "tool_choice");
   if (choice == nullptr) return !tools.empty();
   if (choice->is_string() && (*choice == "none" || *choice == "auto")) {
     if (*choice == "auto" && tools.empty())
@@ -159,7 +147,7 @@ bool apply_tool_choice(const ordered_json& body, ordered_json& tools) {
     throw invalid_request("tool_choice 'required' is not supported (use 'auto' or name a function)",
                           "tool_choice");
   }
-  const ordered_json* function = choice->is_object() ? chat_field(*choice, "function") : nullptr;
+  const ordered_json* function = choice->is_object() ? field(*choice, "function") : nullptr;
   if (function == nullptr || !function->is_object() || !function->contains("name") ||
       !(*function)["name"].is_string()) {
     throw invalid_request(
@@ -202,13 +190,13 @@ bool ends_inside_think_block(const std::string& prompt) {
 ChatPrompt render_chat_prompt(const ordered_json& body, const ChatTemplate& chat_template,
                               bool split_reasoning, const Tokenizer& tokenizer) {
   for (const char* key : {"messages", "tools", "chat_template_kwargs"}) {
-    if (const ordered_json* value = chat_field(body, key);
+    if (const ordered_json* value = field(body, key);
         value != nullptr && nests_deeper_than(*value, 64)) {
       throw invalid_request(fmt::format("'{}' nests lists and objects deeper than 64 levels", key),
                             key);
     }
   }
-  if (chat_field(body, "chat_template") != nullptr) {
+  if (field(body, "chat_template") != nullptr) {
     throw invalid_request(
         "a request may not carry its own 'chat_template'; start the server with --chat-template",
         "chat_template");
@@ -221,14 +209,14 @@ ChatPrompt render_chat_prompt(const ordered_json& body, const ChatTemplate& chat
         "this model has no chat template to describe 'tools' (serve it with --chat-template)",
         "tools");
   }
-  if (const ordered_json* kwargs = chat_field(body, "chat_template_kwargs")) {
+  if (const ordered_json* kwargs = field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object())
       throw invalid_request("'chat_template_kwargs' must be an object", "chat_template_kwargs");
     options.template_kwargs = *kwargs;
   }
-  options.continue_final_message = chat_flag(body, "continue_final_message", false);
+  options.continue_final_message = boolean(body, "continue_final_message", false);
   options.add_generation_prompt =
-      chat_flag(body, "add_generation_prompt", !options.continue_final_message);
+      boolean(body, "add_generation_prompt", !options.continue_final_message);
   if (options.continue_final_message && options.add_generation_prompt) {
     throw invalid_request(
         "'continue_final_message' and 'add_generation_prompt' cannot both be true",

@@ -10,17 +10,13 @@
 
 #include "server/api_error.h"
 #include "server/chat_request.h"
+#include "server/request_fields.h"
 #include "util/error.h"
 
 namespace oscar {
 namespace {
 
 using nlohmann::json;
-
-const json* field(const json& body, const char* key) {
-  const auto it = body.find(key);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
 
 template <typename T>
 T number(const json& body, const char* key, T fallback) {
@@ -33,14 +29,6 @@ T number(const json& body, const char* key, T fallback) {
     if (!value->is_number()) throw invalid_request(fmt::format("'{}' must be a number", key), key);
   }
   return value->get<T>();
-}
-
-bool boolean(const json& body, const char* key, bool fallback) {
-  const json* value = field(body, key);
-  if (value == nullptr) return fallback;
-  if (!value->is_boolean())
-    throw invalid_request(fmt::format("'{}' must be true or false", key), key);
-  return value->get<bool>();
 }
 
 std::vector<std::string> stop_strings(const json& body) {

@@ -34,8 +34,11 @@ TEST_P(RealTokenizer, EncodesEveryLineAsHuggingFaceDoes) {
   const auto& lines = reference["lines"];
   const auto& ids = reference["ids"][name];
   ASSERT_EQ(lines.size(), 3000u);
-  size_t matched = 0;
-  for (size_t i = 0; i < lines.size(); ++i) {
+  size_t matched = 0, compared = 0;
+  // Under the sanitizers every fourth line: the same kinds of text, a quarter of the time.
+  const size_t stride = testing::kSanitized ? 4 : 1;
+  for (size_t i = 0; i < lines.size(); i += stride) {
+    ++compared;
     const std::string line = lines[i];
     const std::vector<int32_t> expected = ids[i];
     const std::vector<int32_t> encoded = tokenizer.encode(line, /*add_special_tokens=*/false);
