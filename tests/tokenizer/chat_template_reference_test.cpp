@@ -96,6 +96,13 @@ TEST(ChatTemplateReference, NamedTemplatesAndTheBuiltInFallback) {
   with_tools.tools = ordered_json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
   EXPECT_EQ(named.render(messages, with_tools), "<s>tools: 1");
 
+  const ChatTemplate inline_source =
+      ChatTemplate::from_source("{{ bos_token }}{{ messages[0].content }}<think>", "<s>");
+  EXPECT_EQ(inline_source.render(messages, {}), "<s>hi<think>");
+  EXPECT_TRUE(inline_source.writes_think_blocks());
+  EXPECT_FALSE(named.writes_think_blocks());
+  EXPECT_THROW(ChatTemplate::from_source("{% if %}"), Error);
+
   const ChatTemplate fallback =
       ChatTemplate::load(testing::testbed_model_dir(), "Qwen3ForCausalLM");
   EXPECT_FALSE(fallback.writes_special_tokens());
