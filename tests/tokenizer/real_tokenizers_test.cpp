@@ -52,7 +52,7 @@ TEST_P(RealTokenizer, EncodesEveryLineAsHuggingFaceDoes) {
     }
   }
   std::printf("%s: %zu of %zu lines encode to the reference ids\n", name.c_str(), matched,
-              lines.size());
+              compared);
 }
 
 INSTANTIATE_TEST_SUITE_P(QwenAndLlama, RealTokenizer, ::testing::Values("qwen3", "llama-3.1"),
