@@ -38,6 +38,12 @@ void add_serving_options(CLI::App& command, ServingOptions& o) {
   add_step_token_options(command, o.step_tokens);
   command.add_option("--served-model-name", o.served_model_name,
                      "model id in the API (default: the directory name)");
+  command
+      .add_option(
+          "--chat-template", o.chat_template_file,
+          "Jinja chat template file for /v1/chat/completions (default: the checkpoint's "
+          "chat_template.jinja or tokenizer_config.json chat_template, else a built-in layout)")
+      ->check(CLI::ExistingFile);
 }
 
 std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpServerOptions http) {
@@ -64,6 +70,10 @@ std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpSer
                                : o.served_model_name;
   ServedModel served = make_served_model(name, *session.tokenizer, model.architecture_name,
                                          session.eos_token_ids, max_model_len);
+  use_chat_template(served, o.chat_template_file.empty()
+                                ? ChatTemplate::load(session.model_dir, model.architecture_name)
+                                : ChatTemplate::load_file(o.chat_template_file, session.model_dir));
+  const std::string chat_template = served.chat_template.description();
   // Each open stream holds an HTTP thread: room for a full batch, as many queued, and spares.
   http.threads = std::max<int>(http.threads, int(2 * o.max_num_seqs + 8));
   local->server = std::make_unique<BackgroundServer>(make_engine(session, capacity, engine_options),
@@ -73,12 +83,12 @@ std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpSer
       double(bytes_per_layer(capacity, layout) * model.num_layers) / double(kGiB);
   local->description = fmt::format(
       "{}, KV {}, pool {:.2f} GiB: {} bf16 + {} quantized{} pages, {} max sequences, context {}, "
-      "prefill chunk {}, step {} tokens",
+      "prefill chunk {}, step {} tokens, chat template {}",
       session.device == DeviceKind::cuda ? "cuda" : "cpu", describe(session.kv), allocated_gib,
       capacity.full, capacity.quantized,
       session.kv.has_band() ? fmt::format(" + {} band", capacity.band) : "", o.max_num_seqs,
       max_model_len, engine_options.scheduler.prefill_chunk_tokens,
-      engine_options.scheduler.max_step_tokens);
+      engine_options.scheduler.max_step_tokens, chat_template);
   return local;
 }
 

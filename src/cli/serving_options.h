@@ -21,7 +21,8 @@ struct ServingOptions {
   double kv_pool_fraction = 0.5;
   int64_t max_model_len = 0;  // 0: the model's
   StepTokenOptions step_tokens;
-  std::string served_model_name;  // empty: the model directory's name
+  std::string served_model_name;   // empty: the model directory's name
+  std::string chat_template_file;  // empty: the checkpoint's own template (or the built-in layout)
 };
 
 void add_serving_options(CLI::App& command, ServingOptions& options);

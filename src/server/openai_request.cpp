@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "server/chat_request.h"
+#include "server/request_fields.h"
 #include "util/error.h"
 
 namespace oscar {
@@ -16,28 +18,17 @@ namespace {
 
 using nlohmann::json;
 
-const json* field(const json& body, const char* key) {
-  const auto it = body.find(key);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
 template <typename T>
 T number(const json& body, const char* key, T fallback) {
   const json* value = field(body, key);
   if (value == nullptr) return fallback;
   if constexpr (std::is_integral_v<T>) {
-    if (!value->is_number_integer()) throw invalid_request(fmt::format("'{}' must be an integer", key), key);
+    if (!value->is_number_integer())
+      throw invalid_request(fmt::format("'{}' must be an integer", key), key);
   } else {
     if (!value->is_number()) throw invalid_request(fmt::format("'{}' must be a number", key), key);
   }
   return value->get<T>();
-}
-
-bool boolean(const json& body, const char* key, bool fallback) {
-  const json* value = field(body, key);
-  if (value == nullptr) return fallback;
-  if (!value->is_boolean()) throw invalid_request(fmt::format("'{}' must be true or false", key), key);
-  return value->get<bool>();
 }
 
 std::vector<std::string> stop_strings(const json& body) {
@@ -66,11 +57,14 @@ std::vector<int32_t> encode(const ServedModel& model, const std::string& text, c
 }
 
 // The token ids of field `param`, each in the vocabulary.
-std::vector<int32_t> token_ids(const json& ids, const ServedModel& model, const char* param = "prompt") {
+std::vector<int32_t> token_ids(const json& ids, const ServedModel& model,
+                               const char* param = "prompt") {
   std::vector<int32_t> out;
   for (const json& id : ids) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= model.tokenizer->vocab_size()) {
-      throw invalid_request(fmt::format("'{}' token ids must be integers in the vocabulary", param), param);
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() >= model.tokenizer->vocab_size()) {
+      throw invalid_request(fmt::format("'{}' token ids must be integers in the vocabulary", param),
+                            param);
     }
     out.push_back(id.get<int32_t>());
   }
@@ -82,11 +76,14 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Ser
   const json* prompt = field(body, "prompt");
   if (prompt == nullptr) throw invalid_request("'prompt' is required", "prompt");
   if (prompt->is_string()) return {encode(model, prompt->get<std::string>(), "prompt")};
-  if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) return {token_ids(*prompt, model)};
+  if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer())
+    return {token_ids(*prompt, model)};
   if (!prompt->is_array() || prompt->empty() || prompt->size() > kMaxPromptsPerRequest) {
-    throw invalid_request(fmt::format("'prompt' must be a string, a list of token ids, or a list of 1 to {} of either",
-                                      kMaxPromptsPerRequest),
-                          "prompt");
+    throw invalid_request(
+        fmt::format(
+            "'prompt' must be a string, a list of token ids, or a list of 1 to {} of either",
+            kMaxPromptsPerRequest),
+        "prompt");
   }
   std::vector<std::vector<int32_t>> prompts;
   for (const json& one : *prompt) {
@@ -95,49 +92,17 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Ser
     } else if (one.is_array()) {
       prompts.push_back(token_ids(one, model));
     } else {
-      throw invalid_request("'prompt' list entries must be strings or lists of token ids", "prompt");
+      throw invalid_request("'prompt' list entries must be strings or lists of token ids",
+                            "prompt");
     }
   }
   return prompts;
 }
 
-std::string message_content(const json& message, size_t index) {
-  const json* content = field(message, "content");
-  if (content == nullptr) return {};
-  if (content->is_string()) return content->get<std::string>();
-  if (content->is_array()) {  // [{"type": "text", "text": ...}, ...]
-    std::string text;
-    for (const json& part : *content) {
-      if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string()) {
-        throw invalid_request(fmt::format("messages[{}].content: only text parts are supported", index), "messages");
-      }
-      text += part["text"].get<std::string>();
-    }
-    return text;
-  }
-  throw invalid_request(fmt::format("messages[{}].content must be a string or a list of text parts", index),
-                        "messages");
-}
-
-std::vector<int32_t> chat_prompt(const json& body, const ServedModel& model) {
-  const json* messages = field(body, "messages");
-  if (messages == nullptr || !messages->is_array() || messages->empty()) {
-    throw invalid_request("'messages' must be a non-empty list", "messages");
-  }
-  std::vector<ChatMessage> chat;
-  for (size_t i = 0; i < messages->size(); ++i) {
-    const json& message = (*messages)[i];
-    if (!message.is_object() || !message.contains("role") || !message["role"].is_string()) {
-      throw invalid_request(fmt::format("messages[{}] needs a string 'role'", i), "messages");
-    }
-    const std::string role = message["role"].get<std::string>();
-    if (role != "system" && role != "user" && role != "assistant") {
-      throw invalid_request(fmt::format("messages[{}].role '{}' is not supported (system, user, assistant)", i, role),
-                            "messages");
-    }
-    chat.push_back({role, message_content(message, i)});
-  }
-  return encode(model, format_chat(chat, model.chat_format, true), "messages");
+ChatPrompt chat_prompt(const std::string& text, const ServedModel& model) {
+  // Parsed again with its keys in the order sent: the template writes tools' schemas as given.
+  return render_chat_prompt(nlohmann::ordered_json::parse(text), model.chat_template,
+                            model.split_reasoning, *model.tokenizer);
 }
 
 // OpenAI's logit_bias: {"token id": bias}, ids of the vocabulary.
@@ -151,14 +116,17 @@ std::vector<std::pair<int32_t, float>> logit_bias(const json& body, const Served
   for (const auto& [key, value] : biases->items()) {
     int64_t token = -1;
     const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), token);
-    if (error != std::errc{} || end != key.data() + key.size() || token < 0 || token >= model.tokenizer->vocab_size()) {
-      throw invalid_request(fmt::format("'logit_bias' key '{}' is not a token id of the vocabulary (0..{})", key,
-                                        model.tokenizer->vocab_size() - 1),
-                            "logit_bias");
+    if (error != std::errc{} || end != key.data() + key.size() || token < 0 ||
+        token >= model.tokenizer->vocab_size()) {
+      throw invalid_request(
+          fmt::format("'logit_bias' key '{}' is not a token id of the vocabulary (0..{})", key,
+                      model.tokenizer->vocab_size() - 1),
+          "logit_bias");
     }
     // Their range is the sampler's to check (validate, read_sampling).
     if (!value.is_number()) {
-      throw invalid_request(fmt::format("'logit_bias' values must be numbers (token {})", key), "logit_bias");
+      throw invalid_request(fmt::format("'logit_bias' values must be numbers (token {})", key),
+                            "logit_bias");
     }
     out.emplace_back(int32_t(token), value.get<float>());
   }
@@ -173,22 +141,28 @@ bool json_object_mode(const json& body) {
   const json* type = format->is_object() ? field(*format, "type") : nullptr;
   if (type != nullptr && *type == "text") return false;
   if (type != nullptr && *type == "json_object") return true;
-  throw invalid_request("'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"} (JSON schemas "
-                        "are not supported)",
-                        "response_format");
+  throw invalid_request(
+      "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"} (JSON schemas "
+      "are not supported)",
+      "response_format");
 }
 
 // Fields that would change what comes back and that this server does not implement are refused
-// rather than ignored: a client that asks for tool calls, several candidates or an insertion
-// suffix must not get plain text as if it had been honoured.
-void refuse_unsupported(const json& body) {
-  if (number<int64_t>(body, "best_of", 1) != 1) throw invalid_request("only best_of = 1 is supported", "best_of");
-  if (const json* suffix = field(body, "suffix"); suffix != nullptr && !(suffix->is_string() && suffix->empty())) {
+// rather than ignored: a client that asks for tool calls (outside chat), several candidates or an
+// insertion suffix must not get plain text as if it had been honoured.
+void refuse_unsupported(const json& body, Endpoint endpoint) {
+  if (number<int64_t>(body, "best_of", 1) != 1)
+    throw invalid_request("only best_of = 1 is supported", "best_of");
+  if (const json* suffix = field(body, "suffix");
+      suffix != nullptr && !(suffix->is_string() && suffix->empty())) {
     throw invalid_request("'suffix' (insertion) is not supported", "suffix");
   }
   for (const char* calls : {"tools", "functions"}) {
-    if (const json* list = field(body, calls); list != nullptr && !(list->is_array() && list->empty())) {
-      throw invalid_request(fmt::format("'{}' is not supported (no tool calling)", calls), calls);
+    if (endpoint == Endpoint::chat_completions && std::string_view(calls) == "tools") continue;
+    if (const json* list = field(body, calls);
+        list != nullptr && !(list->is_array() && list->empty())) {
+      throw invalid_request(
+          fmt::format("'{}' is not supported here (chat completions take 'tools')", calls), calls);
     }
   }
 }
@@ -224,12 +198,13 @@ std::string random_id(const char* prefix) {
 
 }  // namespace
 
-ServedModel make_served_model(std::string name, const Tokenizer& tokenizer, std::string_view architecture_name,
+ServedModel make_served_model(std::string name, const Tokenizer& tokenizer,
+                              std::string_view architecture_name,
                               std::vector<int32_t> eos_token_ids, int64_t max_model_len) {
   ServedModel served;
   served.name = std::move(name);
   served.tokenizer = &tokenizer;
-  served.chat_format = chat_format_for(architecture_name);
+  served.chat_template = ChatTemplate::builtin(chat_format_for(architecture_name));
   served.eos_token_ids = eos_token_ids;
   served.chat_stop_token_ids = std::move(eos_token_ids);
   for (const char* end_of_turn : {"<|im_end|>", "<|eot_id|>"}) {
@@ -237,6 +212,11 @@ ServedModel make_served_model(std::string name, const Tokenizer& tokenizer, std:
   }
   served.max_model_len = max_model_len;
   return served;
+}
+
+void use_chat_template(ServedModel& model, ChatTemplate chat_template) {
+  model.split_reasoning = chat_template.writes_think_blocks();
+  model.chat_template = std::move(chat_template);
 }
 
 namespace {
@@ -247,14 +227,17 @@ json parse_body(const std::string& text, const ServedModel& model) {
   try {
     body = json::parse(text);
   } catch (const json::exception& error) {
-    throw invalid_request(fmt::format("the request body is not valid JSON (UTF-8): {}", error.what()));
+    throw invalid_request(
+        fmt::format("the request body is not valid JSON (UTF-8): {}", error.what()));
   }
   if (!body.is_object()) throw invalid_request("the request body must be a JSON object");
   if (const json* name = field(body, "model")) {
     if (!name->is_string()) throw invalid_request("'model' must be a string", "model");
     if (name->get<std::string>() != model.name) {
-      throw ApiError(404, "model_not_found", fmt::format("the model '{}' does not exist; this server serves '{}'",
-                                                         name->get<std::string>(), model.name), "model");
+      throw ApiError(404, "model_not_found",
+                     fmt::format("the model '{}' does not exist; this server serves '{}'",
+                                 name->get<std::string>(), model.name),
+                     "model");
     }
   }
   return body;
@@ -266,7 +249,7 @@ json tokenize_response(const std::string& text, const ServedModel& model) {
   const json body = parse_body(text, model);
   std::vector<int32_t> tokens;
   if (field(body, "messages") != nullptr) {
-    tokens = chat_prompt(body, model);
+    tokens = chat_prompt(text, model).tokens;
   } else {
     const json* prompt = field(body, "prompt");
     if (prompt == nullptr || !prompt->is_string()) {
@@ -280,7 +263,8 @@ json tokenize_response(const std::string& text, const ServedModel& model) {
 json detokenize_response(const std::string& text, const ServedModel& model) {
   const json body = parse_body(text, model);
   const json* tokens = field(body, "tokens");
-  if (tokens == nullptr || !tokens->is_array()) throw invalid_request("'tokens' must be a list of token ids", "tokens");
+  if (tokens == nullptr || !tokens->is_array())
+    throw invalid_request("'tokens' must be a list of token ids", "tokens");
   return {{"prompt", model.tokenizer->decode(token_ids(*tokens, model, "tokens"))}};
 }
 
@@ -289,17 +273,25 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
   ApiRequest request;
   request.endpoint = endpoint;
   request.id = random_id(endpoint == Endpoint::completions ? "cmpl" : "chatcmpl");
-  request.created =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  request.created = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count();
   GenerationRequest& g = request.generation;
-  request.prompts = endpoint == Endpoint::completions ? completion_prompts(body, model)
-                                                      : std::vector<std::vector<int32_t>>{chat_prompt(body, model)};
+  if (endpoint == Endpoint::completions) {
+    request.prompts = completion_prompts(body, model);
+  } else {
+    ChatPrompt chat = chat_prompt(text, model);
+    request.prompts = {std::move(chat.tokens)};
+    request.chat_output = chat.output;
+  }
   const char* prompt_key = endpoint == Endpoint::completions ? "prompt" : "messages";
   // vLLM's truncate_prompt_tokens: each prompt keeps its last k tokens (-1: the model's context).
   if (field(body, "truncate_prompt_tokens") != nullptr) {
     int64_t keep = number<int64_t>(body, "truncate_prompt_tokens", -1);
     if (keep == -1) keep = model.max_model_len;
-    if (keep < 1) throw invalid_request("'truncate_prompt_tokens' must be -1 or at least 1", "truncate_prompt_tokens");
+    if (keep < 1)
+      throw invalid_request("'truncate_prompt_tokens' must be -1 or at least 1",
+                            "truncate_prompt_tokens");
     for (std::vector<int32_t>& prompt : request.prompts) {
       if (int64_t(prompt.size()) > keep) prompt.erase(prompt.begin(), prompt.end() - keep);
     }
@@ -314,18 +306,20 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
     throw invalid_request(fmt::format("'n' must lie in [1, {}]", kMaxChoicesPerPrompt), "n");
   }
   if (request.choices() > kMaxChoicesPerRequest) {
-    throw invalid_request(fmt::format("{} prompts with n = {} make {} choices, more than {}", request.prompts.size(),
-                                      request.n, request.choices(), kMaxChoicesPerRequest),
-                          "n");
+    throw invalid_request(
+        fmt::format("{} prompts with n = {} make {} choices, more than {}", request.prompts.size(),
+                    request.n, request.choices(), kMaxChoicesPerRequest),
+        "n");
   }
-  refuse_unsupported(body);
+  refuse_unsupported(body, endpoint);
   g.json_object = json_object_mode(body);
   read_sampling(body, model, g.sampling);
   const int64_t room = model.max_model_len - int64_t(longest);
   if (room < 1) {
-    throw invalid_request(fmt::format("the prompt has {} tokens; this model's maximum context length is {} tokens",
-                                      longest, model.max_model_len),
-                          prompt_key);
+    throw invalid_request(
+        fmt::format("the prompt has {} tokens; this model's maximum context length is {} tokens",
+                    longest, model.max_model_len),
+        prompt_key);
   }
   if (endpoint == Endpoint::completions) {
     // logprobs N: the sampled token's and the N most likely ones' (null or absent: none).
@@ -341,45 +335,56 @@ ApiRequest parse_api_request(const std::string& text, Endpoint endpoint, const S
     request.logprobs = boolean(body, "logprobs", false);
     const int64_t top = number<int64_t>(body, "top_logprobs", 0);
     if (top < 0 || top > kMaxTopLogprobs) {
-      throw invalid_request(fmt::format("'top_logprobs' must lie in [0, {}]", kMaxTopLogprobs), "top_logprobs");
+      throw invalid_request(fmt::format("'top_logprobs' must lie in [0, {}]", kMaxTopLogprobs),
+                            "top_logprobs");
     }
-    if (top > 0 && !request.logprobs) throw invalid_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (top > 0 && !request.logprobs)
+      throw invalid_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
     g.top_logprobs = int32_t(top);
   }
   g.logprobs = request.logprobs;
-  const char* max_key = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  const int64_t default_max = endpoint == Endpoint::completions ? std::min<int64_t>(16, room) : room;
+  const char* max_key =
+      field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  const int64_t default_max =
+      endpoint == Endpoint::completions ? std::min<int64_t>(16, room) : room;
   g.stop.max_tokens = number<int64_t>(body, max_key, default_max);
   // 0 only to score an echoed prompt (its tokens' log-probabilities, nothing generated).
   if (g.stop.max_tokens < (g.prompt_logprobs ? 0 : 1)) {
-    throw invalid_request(fmt::format("'{}' must be at least 1 (0 with echo and logprobs)", max_key), max_key);
+    throw invalid_request(
+        fmt::format("'{}' must be at least 1 (0 with echo and logprobs)", max_key), max_key);
   }
   if (g.stop.max_tokens > room) {
-    throw invalid_request(fmt::format("'{}' is {}, but the prompt ({} tokens) leaves room for {} in the model's "
-                                      "context of {} tokens", max_key, g.stop.max_tokens, longest, room,
-                                      model.max_model_len),
-                          max_key);
+    throw invalid_request(
+        fmt::format("'{}' is {}, but the prompt ({} tokens) leaves room for {} in the model's "
+                    "context of {} tokens",
+                    max_key, g.stop.max_tokens, longest, room, model.max_model_len),
+        max_key);
   }
   g.stop.stop_strings = stop_strings(body);
   if (!boolean(body, "ignore_eos", false)) {
-    g.stop.stop_token_ids = endpoint == Endpoint::completions ? model.eos_token_ids : model.chat_stop_token_ids;
+    g.stop.stop_token_ids =
+        endpoint == Endpoint::completions ? model.eos_token_ids : model.chat_stop_token_ids;
   }
   // vLLM's extensions: more tokens that end a choice (also with ignore_eos), and the fewest new
   // tokens before any stop may end it.
   if (const json* ids = field(body, "stop_token_ids")) {
-    if (!ids->is_array()) throw invalid_request("'stop_token_ids' must be a list of token ids", "stop_token_ids");
-    for (const int32_t id : token_ids(*ids, model, "stop_token_ids")) g.stop.stop_token_ids.push_back(id);
+    if (!ids->is_array())
+      throw invalid_request("'stop_token_ids' must be a list of token ids", "stop_token_ids");
+    for (const int32_t id : token_ids(*ids, model, "stop_token_ids"))
+      g.stop.stop_token_ids.push_back(id);
   }
   g.stop.include_stop_string = boolean(body, "include_stop_str_in_output", false);
   g.skip_special_tokens = boolean(body, "skip_special_tokens", true);
   g.stop.min_tokens = number<int64_t>(body, "min_tokens", 0);
   if (g.stop.min_tokens < 0 || g.stop.min_tokens > g.stop.max_tokens) {
-    throw invalid_request(fmt::format("'min_tokens' must lie in [0, {}] ('{}')", g.stop.max_tokens, max_key),
-                          "min_tokens");
+    throw invalid_request(
+        fmt::format("'min_tokens' must lie in [0, {}] ('{}')", g.stop.max_tokens, max_key),
+        "min_tokens");
   }
   request.stream = boolean(body, "stream", false);
   if (const json* options = field(body, "stream_options")) {
-    if (!options->is_object()) throw invalid_request("'stream_options' must be an object", "stream_options");
+    if (!options->is_object())
+      throw invalid_request("'stream_options' must be an object", "stream_options");
     request.include_usage = boolean(*options, "include_usage", false);
   }
   return request;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "server/chat_output_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,16 +21,21 @@ enum class Endpoint { completions, chat_completions };
 struct ServedModel {
   std::string name;
   const Tokenizer* tokenizer = nullptr;
-  ChatFormat chat_format = ChatFormat::chatml;
-  std::vector<int32_t> eos_token_ids;      // completions stop on these
+  ChatTemplate chat_template = ChatTemplate::builtin(ChatFormat::chatml);
+  bool split_reasoning = false;              // chat answers' <think> blocks go to reasoning_content
+  std::vector<int32_t> eos_token_ids;        // completions stop on these
   std::vector<int32_t> chat_stop_token_ids;  // chat also stops at the end-of-turn token
   int64_t max_model_len = 0;
 };
 
 // Completions stop at the model's EOS tokens; chat also at the end of an assistant turn
-// (<|im_end|> or <|eot_id|>, whichever the vocabulary holds).
-ServedModel make_served_model(std::string name, const Tokenizer& tokenizer, std::string_view architecture_name,
+// (<|im_end|> or <|eot_id|>, whichever the vocabulary holds). Chat uses the architecture's
+// built-in layout until use_chat_template gives the checkpoint's own.
+ServedModel make_served_model(std::string name, const Tokenizer& tokenizer,
+                              std::string_view architecture_name,
                               std::vector<int32_t> eos_token_ids, int64_t max_model_len);
+// A template that writes <think> blocks (Qwen3's) has chat answers' reasoning split off.
+void use_chat_template(ServedModel& model, ChatTemplate chat_template);
 
 // Completions take up to this many prompts in one request; each prompt gets n choices (n up to
 // kMaxChoicesPerPrompt), and a request at most kMaxChoicesPerRequest.
@@ -44,17 +50,20 @@ struct ApiRequest {
   GenerationRequest generation;
   std::vector<std::vector<int32_t>> prompts;
   int64_t n = 1;
-  std::string id;        // the response's id ("cmpl-..." or "chatcmpl-...")
-  int64_t created = 0;   // Unix seconds
+  std::string id;       // the response's id ("cmpl-..." or "chatcmpl-...")
+  int64_t created = 0;  // Unix seconds
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
-  bool logprobs = false;       // report the log-probability of each sampled token (and the
-                               // generation's top_logprobs most likely tokens at it)
-  bool echo = false;           // completions: the prompt text (and, with logprobs, its tokens'
-                               // log-probabilities) leads the result
+  bool include_usage = false;     // stream_options.include_usage
+  bool logprobs = false;          // report the log-probability of each sampled token (and the
+                                  // generation's top_logprobs most likely tokens at it)
+  bool echo = false;              // completions: the prompt text (and, with logprobs, its tokens'
+                                  // log-probabilities) leads the result
+  ChatOutputOptions chat_output;  // chat: how the answer splits into reasoning, content, tool calls
 
   size_t choices() const { return prompts.size() * size_t(n); }
-  const std::vector<int32_t>& prompt_of(size_t choice) const { return prompts.at(choice / size_t(n)); }
+  const std::vector<int32_t>& prompt_of(size_t choice) const {
+    return prompts.at(choice / size_t(n));
+  }
   // Choice j of a prompt draws with seed + j where the request sets a seed.
   GenerationRequest for_choice(size_t index) const;
 };

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/request.h"
+#include "server/chat_output_parser.h"
 #include "server/openai_request.h"
 
 namespace oscar {
@@ -33,6 +34,8 @@ class ResponseBuilder {
   nlohmann::json choice() const;  // the whole choice, once finished
   static nlohmann::json usage(const std::vector<ResponseBuilder>& choices);
   nlohmann::json base(const char* object) const;
+  // A chat chunk's delta: the role on the first, then reasoning, content and tool calls.
+  nlohmann::json chat_delta(const ChatOutputDelta& parts, bool first);
 
   const ApiRequest* request_;
   const ServedModel* model_;
@@ -47,6 +50,8 @@ class ResponseBuilder {
   int64_t completion_tokens_ = 0;
   int64_t cached_tokens_ = 0;
   bool sent_role_ = false;
+  ChatOutputParser chat_parser_;  // chat streams: splits the text as it comes
+  size_t tool_calls_sent_ = 0;
 };
 
 // nlohmann::json::dump that replaces invalid UTF-8 instead of throwing.

@@ -47,7 +47,7 @@ TEST(Pretokenizer, HandCheckedSplits) {
   EXPECT_EQ(split("end   ", SplitPattern::qwen2), (V{"end", "   "}));
 }
 
-TEST(ChatTemplate, ChatMlAndLlama3) {
+TEST(BuiltinChatFormat, ChatMlAndLlama3) {
   const std::vector<ChatMessage> messages = {{"system", "Be brief."}, {"user", "Hi"}};
   EXPECT_EQ(format_chat(messages, ChatFormat::chatml, true),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
