@@ -8,12 +8,12 @@
 
 #include "backend/cuda/chained_launch.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
 
-constexpr int kHeadDim = 128;
 constexpr int kPairs = kHeadDim / 2;  // a thread sums two channels: one 8-byte load per split
 constexpr int kMaxSplitLanes = 8;     // threads per channel pair, each taking every lanes-th split
 constexpr int kMaxThreads = kPairs * kMaxSplitLanes;

@@ -26,6 +26,7 @@
 #include "backend/cuda/device_weights.h"
 #include "backend/cuda/float_block_attention.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/kv_noise.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/page_tensor_map.h"
@@ -45,8 +46,8 @@ using namespace oscar::cuda;
 
 // What the kernels support; anything else is refused at construction with the flag to change.
 void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
-  require(config.head_dim == 128, "--device cuda: head_dim {} is not supported (the kernels need 128)",
-          config.head_dim);
+  require(config.head_dim == kHeadDim, "--device cuda: head_dim {} is not supported (the kernels need {})",
+          config.head_dim, kHeadDim);
   require(config.group_size() >= 1 && config.group_size() <= 8,
           "--device cuda: {} query heads per KV head is not supported (1..8)", config.group_size());
   require(config.hidden_size % 4 == 0 && config.hidden_size <= 16384,

@@ -204,7 +204,7 @@ KernelPointer prepared_kernel(const PageLayout& layout) {
 
 bool decode_attention_supports(const PageLayout& layout, int group) {
   const bool format_ok = layout.bits == 0 || ((layout.bits == 2 || layout.bits == 4) && !layout.keys_per_channel);
-  return layout.head_dim == decode::kHeadDim && group >= 1 && group <= decode::kMaxGroup &&
+  return layout.head_dim == kHeadDim && group >= 1 && group <= decode::kMaxGroup &&
          layout.element_bytes == 2 && layout.page_size_tokens % decode::kTileTokens == 0 && format_ok;
 }
 

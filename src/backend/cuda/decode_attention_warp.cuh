@@ -7,11 +7,11 @@
 #include <cstdint>
 
 #include "backend/cuda/attention_args.h"
+#include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda::decode {
 
-constexpr int kHeadDim = 128;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kPoolBytes = 16384;  // shared memory per warp: its pipeline stages

@@ -16,12 +16,12 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_codec.cuh"
+#include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
 
-constexpr int kHeadDim = 128;
 constexpr int kRows = 64;
 constexpr int kKeys = 32;
 constexpr int kThreads = 256;

@@ -6,13 +6,13 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_codec.cuh"
+#include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
 
-constexpr int kHeadDim = 128;
 constexpr int kWarpsPerBlock = 4;
 
 // Reductions over the `lanes` lanes (a power of two) that hold one group.

@@ -7,13 +7,13 @@
 
 #include "backend/cuda/chained_launch.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
 namespace {
 
-constexpr int kHeadDim = 128;
 constexpr int kMaxGroup = 8;
 constexpr int kThreads = 128;
 constexpr int kMaxRowsPerBlock = 8;

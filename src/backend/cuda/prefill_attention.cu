@@ -11,6 +11,7 @@
 // (a "job"); the 2-bit and band keys come from their bf16 copies (kv_dequantize.cu), so every job
 // reads bf16 pages. Scores are masked per element only where some (row, key) pair of the job is not
 // read in its format; elsewhere the whole tile is read.
+#include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/prefill_attention.h"
 
 #include <cuda_bf16.h>
@@ -26,7 +27,6 @@
 namespace oscar::cuda {
 namespace {
 
-constexpr int kHeadDim = 128;
 constexpr int kRows = static_cast<int>(kTensorCoreBlockRows);
 constexpr int kKeys = 128;
 constexpr int kConsumerThreads = 256;             // two warpgroups of 64 query rows
