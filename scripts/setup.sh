@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake libeigen3-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-          libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev liblzma-dev clang-format)
+          libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev liblzma-dev libzip-dev clang-format)
 as_root=()
 if [[ $(id -u) -ne 0 ]]; then
   if ! command -v sudo >/dev/null; then

@@ -42,6 +42,9 @@ fi
 mkdir -p "$out"
 rotations=$out/rotations.safetensors
 rotations_seed1=$out/rotations-seed1.safetensors
+# The same rotations in the published RotationZoo format (torch.save archives, format_version 2).
+published_key=$out/k_rotation.pt published_value=$out/v_rotation.pt
+published_files="--kv-rotations-k $published_key --kv-rotations-v $published_value"
 
 # Text the testbed never saw: NVIDIA's CUDA runtime headers (English API documentation in C
 # comments; the testbed was trained on Debian documentation and Linux sources).
@@ -77,6 +80,26 @@ jobs() {
       "--kv-group-size $group --kv-scale-format f16 --kv-clip-k 0.96 --kv-clip-v 0.92" \
       "--no-kv-key-error-feedback --no-kv-value-error-feedback --kv-band-tokens 0"
   done
+  # The published recipe exactly (--kv-preset oscar-published: row-quantile clipping 0.96/0.92, f32
+  # group parameters, rounded to nearest, no band), with f16 parameters, and its Lloyd-Max codes
+  # against error feedback under the same clipping and parameters; the preset again from the same
+  # rotations written in the published torch.save format (the results must be identical).
+  published="--kv-cache-dtype int2 --kv-method oscar --kv-rotations $rotations --kv-group-size 128"
+  published+=" --kv-clip-mode row-quantile --kv-clip-k 0.96 --kv-clip-v 0.92 --kv-band-tokens 0"
+  nearest="--no-kv-key-error-feedback --no-kv-value-error-feedback"
+  echo "oscar-g128-published-rowquantile-f32 ppl --kv-preset oscar-published --kv-rotations $rotations"
+  echo "oscar-g128-published-rowquantile-f32-pt ppl --kv-preset oscar-published $published_files"
+  echo "oscar-g128-published-rowquantile-f16 ppl $published --kv-scale-format f16 $nearest"
+  echo "oscar-g64-published-rowquantile-f16 ppl ${published/group-size 128/group-size 64} --kv-scale-format f16 $nearest"
+  for text in "" "unseen-"; do
+    file=""; [[ -n $text ]] && file="--text $unseen"
+    [[ -n $text ]] && echo "${text}oscar-g128-published-rowquantile-f32 ppl $file --kv-preset oscar-published --kv-rotations $rotations"
+    echo "${text}oscar-g128-rowquantile-f32-lloydmax ppl $file $published --kv-scale-format f32 --kv-lloyd-max"
+    echo "${text}oscar-g128-rowquantile-f32-feedback ppl $file $published --kv-scale-format f32"
+  done
+  echo "oscar-g128-published-rowquantile-f32 niah --kv-preset oscar-published --kv-rotations $rotations"
+  echo "oscar-g128-rowquantile-f32-lloydmax niah $published --kv-scale-format f32 --kv-lloyd-max"
+  echo "oscar-g128-rowquantile-f32-feedback niah $published --kv-scale-format f32"
   echo "oscar-g128-seed1 ppl $(method_flags oscar 128 0 "$rotations_seed1")"
   echo "int4-quarot-g128 ppl --kv-cache-dtype int4 --kv-method quarot --kv-group-size 128"
   echo "unseen-bf16 ppl --text $unseen"
@@ -117,6 +140,9 @@ calibrate() {  # file, seed
 }
 calibrate "$rotations" 0
 calibrate "$rotations_seed1" 1
+if grep -q "$published_key" <<< "$selected" && [[ ! -f $published_key ]]; then
+  python3 tools/torch_save_rotations.py convert "$rotations" "$published_key" "$published_value"
+fi
 [[ -f $unseen ]] || cat /usr/local/cuda/include/cuda_runtime_api.h /usr/local/cuda/include/driver_types.h \
   /usr/local/cuda/include/cuda.h > "$unseen"
 

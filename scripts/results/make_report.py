@@ -93,8 +93,8 @@ def variants_table(lines, bf16):
     for name, label in [("oscar-g128", "oscar g128 (q8 parameters, clip 0.84/0.92, key and value error feedback: our default)"),
                         ("oscar-g128-clipsearch", "oscar g128 with the per-group clip search instead (the default until 2026-11-24)"),
                         ("oscar-g128-seed1", "oscar g128, calibration seed 1"),
-                        ("oscar-g128-published", "oscar g128 as published (f16 parameters, clip 0.96/0.92)"),
-                        ("oscar-g64-published", "oscar g64 as published (f16 parameters, clip 0.96/0.92)"),
+                        ("oscar-g128-published", "oscar g128, range-scale clip 0.96/0.92, f16 parameters, nearest (not the published clipping: [below](#the-published-recipe-exactly))"),
+                        ("oscar-g64-published", "oscar g64, range-scale clip 0.96/0.92, f16 parameters, nearest"),
                         ("int4-quarot-g128", "INT4 quarot g128")]:
         lines.append(ppl_row(label, f"ppl-{name}"))
     lines.append("")
@@ -105,6 +105,53 @@ def unseen_table(lines):
     for method in METHODS:
         lines.append(ppl_row(f"{method} g128", f"ppl-unseen-{method}-g128", "ppl-unseen-bf16"))
     lines.append("")
+
+
+PUBLISHED_PPL = [
+    ("oscar-g128", "our default: range-scale clip 0.84/0.92, q8, key and value error feedback (no band)"),
+    ("oscar-g128-published-rowquantile-f32", "as published: `--kv-preset oscar-published` (row-quantile clip 0.96/0.92, f32, nearest)"),
+    ("oscar-g128-published-rowquantile-f32-pt", "the same, rotations read from the published torch.save files"),
+    ("oscar-g128-published-rowquantile-f16", "as published with f16 parameters"),
+    ("oscar-g64-published-rowquantile-f16", "as published with f16 parameters, g64"),
+    ("oscar-g128-rowquantile-f32-lloydmax", "row-quantile clip 0.96/0.92, f32, Lloyd-Max codes"),
+    ("oscar-g128-rowquantile-f32-feedback", "row-quantile clip 0.96/0.92, f32, key and value error feedback"),
+]
+PUBLISHED_NIAH = ["oscar-g128", "oscar-g128-published-rowquantile-f32", "oscar-g128-rowquantile-f32-lloydmax",
+                  "oscar-g128-rowquantile-f32-feedback"]
+
+
+def published_section(lines):
+    """The published OSCAR recipe measured as published, beside our defaults, and its Lloyd-Max
+    option against error feedback under the same clipping and parameters."""
+    lines += ["## The published recipe exactly", "",
+              "The published code clips each (token, KV head) row at a quantile of its magnitudes (index "
+              "int(c * 128) of the sorted |x|: 122 for keys at 0.96, 117 for values at 0.92), clamps the row, "
+              "then takes plain min/max per group (`--kv-clip-mode row-quantile`); oscar's `--kv-clip-k/v` "
+              "scale each group's min and max instead (`--kv-clip-mode range-scale`, the default). The rows "
+              "labelled \"as published\" above used the range-scale quantizer with the published ratios. "
+              "`--kv-preset oscar-published` is the published serving configuration: groups of 128, row-quantile "
+              "clip 0.96/0.92, f32 scale and zero (2.5 bits per element before the bf16 regions), sink 64, "
+              "recent 256, no band, rounded to nearest. Lloyd-Max (`--kv-lloyd-max`): the clipped row "
+              "standardised, codes by the thresholds 0 and +-0.981 standard deviations, stored as a uniform grid "
+              "centred on the row mean with a scale of 1.16 standard deviations. All on the CPU backend (the CUDA "
+              "backend refuses these options), with the campaign's rotations file; the `-pt` row reads the same "
+              "rotations converted to the published format (`tools/torch_save_rotations.py convert`).", "",
+              "Perplexity on valid.xz:", ""] + PPL_HEADER
+    for name, label in PUBLISHED_PPL:
+        if load(f"ppl-{name}") is not None:
+            lines.append(ppl_row(label, f"ppl-{name}"))
+    lines += ["", "Perplexity on the unseen text:", ""] + PPL_HEADER
+    for name, label in PUBLISHED_PPL:
+        if load(f"ppl-unseen-{name}") is not None:
+            lines.append(ppl_row(label, f"ppl-unseen-{name}", "ppl-unseen-bf16"))
+    lines += ["", "Needles (CPU backend, seed 1):", "", "| cache | CPU correct | prompts |", "|---|---:|---:|"]
+    for name in PUBLISHED_NIAH:
+        if (result := load(f"niah-{name}")) is not None:
+            lines.append(f"| {name} ({result['kv']}) | {result['correct']} / {result['total']} "
+                         f"({100 * result['accuracy']:.1f}%) | {result['total']} |")
+    lines.append("")
+    if (note := RAW / "SOURCE-published.txt").exists():
+        lines += [note.read_text().strip(), ""]
 
 
 def clip_search_table(lines):
@@ -468,6 +515,7 @@ def main():
               "NVIDIA's CUDA runtime headers (`cuda_runtime_api.h`, `driver_types.h`, `cuda.h` of CUDA 13.0): "
               "English API documentation in C comments; the testbed was trained on other text.", ""]
     unseen_table(lines)
+    published_section(lines)
     lines += ["## Every method with the per-group clip search", "",
               "Each group's clip ratio chosen among 1.00, 0.96, ..., 0.72 for the least squared error "
               "(`--kv-clip-search`), the campaign's setting for every method until 2026-11-24. It fits the text "

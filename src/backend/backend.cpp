@@ -6,6 +6,7 @@
 #include "model/model_fingerprint.h"
 #include "model/model_weights.h"
 #include "quant/kv_rotations.h"
+#include "quant/published_rotations.h"
 #include "util/error.h"
 
 #ifdef OSCAR_HAVE_CUDA
@@ -22,7 +23,22 @@ std::optional<KvRotations> rotations_for(const ModelWeights& weights, const KvCa
   if (kv.method == KvMethod::quarot) {
     return hadamard_rotations(config.num_layers, config.num_kv_heads, config.head_dim);
   }
+  if (kv.reads_published_rotations()) {
+    return load_published_kv_rotations(kv.published_key_rotations_path,
+                                       kv.published_value_rotations_path,
+                                       model_fingerprint(weights));
+  }
   return load_kv_rotations(kv.rotations_path, model_fingerprint(weights));
+}
+
+// The CUDA write and read kernels implement oscar's own quantizer; the published one's options run
+// on the CPU reference only, and are refused rather than replaced.
+void require_cuda_quantizer(const KvCacheConfig& kv) {
+  const char* only_cpu = "is implemented by the CPU backend only (--device cpu)";
+  require(kv.param_format != ParamFormat::f32, "--kv-scale-format f32 {}", only_cpu);
+  require(kv.clip_mode == ClipMode::range_scale, "--kv-clip-mode {} (the published clipping) {}",
+          to_string(kv.clip_mode), only_cpu);
+  require(!kv.lloyd_max, "--kv-lloyd-max {}", only_cpu);
 }
 
 }  // namespace
@@ -46,10 +62,13 @@ int64_t device_free_bytes(DeviceKind device) {
   return int64_t(::sysconf(_SC_AVPHYS_PAGES)) * int64_t(::sysconf(_SC_PAGESIZE));
 }
 
-DeviceKind default_device() { return cuda_available() ? DeviceKind::cuda : DeviceKind::cpu; }
+DeviceKind default_device() {
+  return cuda_available() ? DeviceKind::cuda : DeviceKind::cpu;
+}
 
 std::unique_ptr<Backend> make_backend(const ModelWeights& weights, const BackendOptions& options) {
   validate(options.kv, weights.config.head_dim);
+  if (options.device == DeviceKind::cuda) require_cuda_quantizer(options.kv);
   const std::optional<KvRotations> rotations = rotations_for(weights, options.kv);
   const KvRotations* rotation_pointer = rotations ? &*rotations : nullptr;
   if (options.device == DeviceKind::cuda) {

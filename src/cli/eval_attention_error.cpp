@@ -12,6 +12,7 @@
 #include "model/model_fingerprint.h"
 #include "model/value_error_feedback.h"
 #include "quant/kv_rotations.h"
+#include "quant/published_rotations.h"
 #include "tokenizer/corpus.h"
 #include "util/error.h"
 #include "util/file_io.h"
@@ -33,6 +34,9 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
   reference_options.kv_dtype = "f32";
   reference_options.kv_method = "naive";
   reference_options.kv_rotations.clear();
+  reference_options.kv_rotations_k.clear();
+  reference_options.kv_rotations_v.clear();
+  reference_options.kv_preset.reset();
   reference_options.device = "cpu";
   const ModelSession session = open_model(reference_options);
   const ModelConfig& model = session.weights.config;
@@ -42,7 +46,10 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
     rotations_path = default_rotations_path(session.model_dir);
   }
   std::optional<KvRotations> oscar;
-  if (rotations_path.empty()) {
+  if (!o.model.kv_rotations_k.empty()) {
+    oscar =
+        load_checked_published_rotations(session, o.model.kv_rotations_k, o.model.kv_rotations_v);
+  } else if (rotations_path.empty()) {
     fmt::print(stderr, "[oscar] no OSCAR rows: {} has no rotations (make them with: {})\n",
                session.model_dir, calibrate_command(session.model_dir));
   } else {
@@ -53,14 +60,16 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
   KvCacheConfig bf16;
   methods.push_back({"bf16", bf16, nullptr});
   for (const int group : o.group_sizes) {
-    for (const KvMethod method : {KvMethod::naive, KvMethod::quarot, KvMethod::kivi, KvMethod::oscar}) {
+    for (const KvMethod method :
+         {KvMethod::naive, KvMethod::quarot, KvMethod::kivi, KvMethod::oscar}) {
       if (method == KvMethod::oscar && !oscar) continue;
       KvCacheConfig kv;
       kv.dtype = KvDtype::int2;
       kv.method = method;
       kv.group_size = group;
       apply_quantization_options(o.model, kv);
-      methods.push_back({fmt::format("{} g{}", to_string(method), group), kv, oscar ? &*oscar : nullptr,
+      methods.push_back({fmt::format("{} g{}", to_string(method), group), kv,
+                         oscar ? &*oscar : nullptr,
                          kv.value_error_feedback ? value_feedback_factors(session.weights, *oscar)
                                                  : std::vector<float>{}});
     }
@@ -70,7 +79,8 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
   backend_options.capacity = capacity_for_sequences(session.kv, o.tokens, 1, 512);
   auto backend = make_backend(session.weights, backend_options);
   const int32_t separator = session.eos_token_ids.empty() ? 0 : session.eos_token_ids.front();
-  const auto tokens = tokenize_documents(*session.tokenizer, evaluation_documents(o.text_path), separator, o.tokens);
+  const auto tokens = tokenize_documents(*session.tokenizer, evaluation_documents(o.text_path),
+                                         separator, o.tokens);
   require(int64_t(tokens.size()) == o.tokens, "the text has only {} tokens", tokens.size());
   const auto errors = evaluate_attention_error(*backend, tokens, methods);
 
@@ -78,13 +88,15 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
   bars.title = "Attention output error vs full precision (INT2, no sink/window)";
   bars.value_axis = "relative error";
   bars.log_scale = true;
-  for (int64_t layer = 0; layer < model.num_layers; ++layer) bars.groups.push_back(fmt::format("L{}", layer));
+  for (int64_t layer = 0; layer < model.num_layers; ++layer)
+    bars.groups.push_back(fmt::format("L{}", layer));
   std::map<std::string, size_t> series_index;
   fmt::print("| method | layer | logit error | output error |\n|---|---|---|---|\n");
   nlohmann::json rows = nlohmann::json::array();
   for (const LayerAttentionError& e : errors) {
     fmt::print("| {} | {} | {:.4f} | {:.4f} |\n", e.method, e.layer, e.logits, e.outputs);
-    rows.push_back({{"method", e.method}, {"layer", e.layer}, {"logits", e.logits}, {"outputs", e.outputs}});
+    rows.push_back(
+        {{"method", e.method}, {"layer", e.layer}, {"logits", e.logits}, {"outputs", e.outputs}});
     if (!series_index.count(e.method)) {
       series_index[e.method] = bars.series.size();
       bars.series.push_back(e.method);
@@ -100,13 +112,16 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
 
 void register_eval_attention_error(CLI::App& eval) {
   auto options = std::make_shared<EvalAttentionErrorOptions>();
-  CLI::App* command = eval.add_subcommand("attn-error", "Per-layer attention error of every KV method");
+  CLI::App* command =
+      eval.add_subcommand("attn-error", "Per-layer attention error of every KV method");
   add_model_options(*command, options->model);
   command->add_option("--text", options->text_path, "text (default: testbed valid.xz)");
-  command->add_option("--tokens", options->tokens, "tokens of text to record")->capture_default_str();
+  command->add_option("--tokens", options->tokens, "tokens of text to record")
+      ->capture_default_str();
   command->add_option("--group-sizes", options->group_sizes)->capture_default_str();
   command->add_option("--output", options->json_path, "write the JSON report here");
-  command->add_option("--figure", options->figure_path, "write the per-layer error bars (SVG) here");
+  command->add_option("--figure", options->figure_path,
+                      "write the per-layer error bars (SVG) here");
   command->callback([options] { run_eval_attention_error(*options); });
 }
 

@@ -19,16 +19,21 @@ struct ModelOptions {
   std::string kv_dtype = "bf16";
   std::optional<std::string> kv_method;  // default: oscar for int2 and int4, else naive
   std::string kv_rotations;              // default: kRotationsFileName beside the model (oscar)
+  std::string kv_rotations_k;            // published RotationZoo files (torch.save), instead
+  std::string kv_rotations_v;
+  std::optional<std::string> kv_preset;  // oscar-published: the whole quantizer from the paper
   int kv_group_size = 128;
   std::optional<std::string> kv_scale_format;  // default: q8 for oscar, f16 otherwise
   std::optional<float> kv_clip_k;
   std::optional<float> kv_clip_v;
-  bool kv_clip_search = false;                  // fixed ratios unless --kv-clip-search
-  std::optional<bool> kv_key_error_feedback;     // default: on for quantized oscar caches
-  std::optional<bool> kv_value_error_feedback;   // default: on for quantized oscar caches
+  bool kv_clip_search = false;  // fixed ratios unless --kv-clip-search
+  std::string kv_clip_mode = "range-scale";
+  bool kv_lloyd_max = false;
+  std::optional<bool> kv_key_error_feedback;    // default: on for quantized oscar caches
+  std::optional<bool> kv_value_error_feedback;  // default: on for quantized oscar caches
   int64_t kv_sink_tokens = 64;
   int64_t kv_recent_tokens = 256;
-  std::optional<int64_t> kv_band_tokens;        // default: kOscarBandTokens for INT2 oscar caches, else 0
+  std::optional<int64_t> kv_band_tokens;  // default: kOscarBandTokens for INT2 oscar caches, else 0
   std::optional<int> kv_page_size;
 };
 

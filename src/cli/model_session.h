@@ -8,6 +8,7 @@
 #include "cli/model_options.h"
 #include "engine/engine.h"
 #include "model/model_weights.h"
+#include "quant/kv_rotations.h"
 #include "tokenizer/tokenizer.h"
 
 namespace oscar::cli {
@@ -28,6 +29,12 @@ ModelSession open_model(const ModelOptions& options);
 // Throws Error when the rotations file at `path` was made for another model, or records none; the
 // message ends with the command that calibrates this one.
 void check_rotations_file(const ModelSession& session, const std::string& path);
+
+// Loads published rotation files (quant/published_rotations.h), checking their shapes against the
+// model, and warns on stderr that they record no model hash: nothing more can be checked.
+KvRotations load_checked_published_rotations(const ModelSession& session,
+                                             const std::string& key_path,
+                                             const std::string& value_path);
 
 std::unique_ptr<Engine> make_engine(const ModelSession& session, KvPageCounts capacity,
                                     EngineOptions engine_options);

@@ -46,11 +46,18 @@ double squared_error(std::span<const float> values, GroupParams p, int bits) {
 
 }  // namespace
 
-float q8_scale(int exponent_code) { return std::exp2(float(exponent_code) / 12.0f - 12.0f); }
+float q8_scale(int exponent_code) {
+  return std::exp2(float(exponent_code) / 12.0f - 12.0f);
+}
 
 GroupParams params_for_range(float lo, float hi, int bits, ParamFormat format) {
   if (format == ParamFormat::q8) return q8_params_for_range(lo, hi, bits);
   const float levels = float((1 << bits) - 1);
+  if (format == ParamFormat::f32) {
+    GroupParams params{(hi - lo) / levels, lo};
+    if (!(params.scale > 0.0f)) params.scale = 1e-6f;
+    return params;
+  }
   GroupParams params{round_half((hi - lo) / levels, format), round_half(lo, format)};
   // A constant group (or one whose range underflows the format) still needs a usable scale.
   if (!(params.scale > 0.0f)) params.scale = round_half(1e-6f, format);
@@ -76,10 +83,11 @@ GroupParams choose_group_params(std::span<const float> values, int bits, ClipPol
   return best;
 }
 
-void choose_row_params(std::span<const float> row, int group_size, int bits, ClipPolicy clip, ParamFormat format,
-                       std::span<GroupParams> params) {
+void choose_row_params(std::span<const float> row, int group_size, int bits, ClipPolicy clip,
+                       ParamFormat format, std::span<GroupParams> params) {
   for (size_t g = 0; g < params.size(); ++g) {
-    params[g] = choose_group_params(row.subspan(g * size_t(group_size), size_t(group_size)), bits, clip, format);
+    params[g] = choose_group_params(row.subspan(g * size_t(group_size), size_t(group_size)), bits,
+                                    clip, format);
   }
 }
 
@@ -112,8 +120,14 @@ void dequantize_group(const uint8_t* codes, int first, int count, GroupParams pa
 void store_params(GroupParams params, ParamFormat format, uint8_t* out) {
   if (format == ParamFormat::q8) {
     // Exact inverse of load_params for parameters made by params_for_range.
-    out[0] = uint8_t(std::clamp(std::nearbyint(12.0f * (std::log2(params.scale) + 12.0f)), 0.0f, 255.0f));
+    out[0] = uint8_t(
+        std::clamp(std::nearbyint(12.0f * (std::log2(params.scale) + 12.0f)), 0.0f, 255.0f));
     out[1] = uint8_t(int8_t(q8_zero_code(params.zero, q8_scale(out[0]))));
+    return;
+  }
+  if (format == ParamFormat::f32) {
+    const float pair[2] = {params.scale, params.zero};
+    std::memcpy(out, pair, sizeof(pair));
     return;
   }
   const bool f16 = format == ParamFormat::f16;
@@ -126,6 +140,11 @@ GroupParams load_params(const uint8_t* in, ParamFormat format) {
   if (format == ParamFormat::q8) {
     const float scale = q8_scale(in[0]);
     return {scale, float(int8_t(in[1])) * scale / kQ8ZeroSteps};
+  }
+  if (format == ParamFormat::f32) {
+    float pair[2];
+    std::memcpy(pair, in, sizeof(pair));
+    return {pair[0], pair[1]};
   }
   uint16_t encoded[2];
   std::memcpy(encoded, in, sizeof(encoded));

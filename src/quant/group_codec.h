@@ -17,8 +17,9 @@ namespace oscar {
 // How the per-group scale and zero are stored:
 //   f16, bf16: two 16-bit floats (4 bytes a group);
 //   q8: one byte each (2 bytes a group): scale = 2^(e/12 - 12) for e in 0..255 (a 5.9% grid over
-//       2^-12..2^9.25), zero = z * scale / 16 for a signed byte z.
-enum class ParamFormat : uint8_t { f16, bf16, q8 };
+//       2^-12..2^9.25), zero = z * scale / 16 for a signed byte z;
+//   f32: two 32-bit floats (8 bytes a group), the published OSCAR serving configuration's.
+enum class ParamFormat : uint8_t { f16, bf16, q8, f32 };
 
 struct GroupParams {
   float scale = 0;
@@ -37,10 +38,16 @@ struct ClipPolicy {
 inline constexpr int kClipCandidateCount = 8;
 // A correctly rounded division, so host and device (where a - b * c may contract to an FMA) get
 // the same floats, equal to the literals 1.0f, 0.96f, ...
-constexpr float clip_candidate(int i) { return float(25 - i) / 25.0f; }
+constexpr float clip_candidate(int i) {
+  return float(25 - i) / 25.0f;
+}
 
-constexpr int param_bytes_per_group(ParamFormat format) { return format == ParamFormat::q8 ? 2 : 4; }
-constexpr int packed_bytes(int count, int bits) { return count * bits / 8; }
+constexpr int param_bytes_per_group(ParamFormat format) {
+  return format == ParamFormat::q8 ? 2 : format == ParamFormat::f32 ? 8 : 4;
+}
+constexpr int packed_bytes(int count, int bits) {
+  return count * bits / 8;
+}
 
 // Storable parameters whose grid covers [lo, hi].
 GroupParams params_for_range(float lo, float hi, int bits, ParamFormat format);
@@ -51,8 +58,8 @@ GroupParams choose_group_params(std::span<const float> values, int bits, ClipPol
 
 // The parameters of each group of `group_size` consecutive values of a row, into `params`
 // (row.size() / group_size of them).
-void choose_row_params(std::span<const float> row, int group_size, int bits, ClipPolicy clip, ParamFormat format,
-                       std::span<GroupParams> params);
+void choose_row_params(std::span<const float> row, int group_size, int bits, ClipPolicy clip,
+                       ParamFormat format, std::span<GroupParams> params);
 
 // The code of one value: its nearest grid point of `params`, clamped to [0, 2^bits - 1].
 int quantize_code(float value, GroupParams params, int bits);

@@ -12,8 +12,6 @@
 namespace oscar {
 namespace {
 
-constexpr double kMaxOrthogonalityError = 1e-3;
-
 size_t matrix_offset(const KvRotations& r, int64_t layer, int64_t kv_head) {
   require(layer >= 0 && layer < r.num_layers && kv_head >= 0 && kv_head < r.num_kv_heads,
           "rotation index (layer {}, kv head {}) out of range", layer, kv_head);
@@ -151,8 +149,8 @@ KvRotations load_kv_rotations(const std::string& path, const ModelFingerprint& e
       const bool is_key = std::string(kind) == "key";
       const TensorView& rotation = file->get(tensor_name(layer, kind, "rotation"));
       require(rotation.dtype == DType::f32 && rotation.shape == std::vector<int64_t>{count, d, d},
-              "{}: tensor {}: expected F32 [{}, {}, {}], found {} {}", path, rotation.name, count, d,
-              d, dtype_name(rotation.dtype), shape_to_string(rotation.shape));
+              "{}: tensor {}: expected F32 [{}, {}, {}], found {} {}", path, rotation.name, count,
+              d, d, dtype_name(rotation.dtype), shape_to_string(rotation.shape));
       std::vector<float> values = to_float_vector(rotation);
       for (int64_t h = 0; h < count; ++h) {
         const float* matrix = values.data() + h * d * d;
@@ -161,7 +159,7 @@ KvRotations load_kv_rotations(const std::string& path, const ModelFingerprint& e
                   rotation.name, h);
         }
         const double error = orthogonality_error(matrix, d);
-        require(error <= kMaxOrthogonalityError,
+        require(error <= kMaxRotationOrthogonalityError,
                 "{}: tensor {}: head {} is not orthogonal (max |R R^T - I| = {:.3g})", path,
                 rotation.name, h, error);
       }
@@ -198,10 +196,10 @@ void save_kv_rotations(const std::string& path, const KvRotations& r) {
           std::vector<float>(rotation.begin() + long(size_t(layer) * matrices),
                              rotation.begin() + long(size_t(layer + 1) * matrices))));
       if (!eigen.empty()) {
-        tensors.push_back(make_f32_tensor(
-            tensor_name(layer, kind, "eigenvalues"), {count, d},
-            std::vector<float>(eigen.begin() + long(size_t(layer) * vectors),
-                               eigen.begin() + long(size_t(layer + 1) * vectors))));
+        tensors.push_back(
+            make_f32_tensor(tensor_name(layer, kind, "eigenvalues"), {count, d},
+                            std::vector<float>(eigen.begin() + long(size_t(layer) * vectors),
+                                               eigen.begin() + long(size_t(layer + 1) * vectors))));
       }
     }
   }

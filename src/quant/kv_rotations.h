@@ -23,9 +23,9 @@ struct KvRotations {
   int64_t num_layers = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
-  bool per_head = true;              // false: one rotation per layer, shared by its KV heads
-  std::vector<float> key;            // [layers][heads or 1][D][D], row-major
-  std::vector<float> value;          // same shape
+  bool per_head = true;                  // false: one rotation per layer, shared by its KV heads
+  std::vector<float> key;                // [layers][heads or 1][D][D], row-major
+  std::vector<float> value;              // same shape
   std::vector<float> key_eigenvalues;    // [layers][heads or 1][D], may be empty
   std::vector<float> value_eigenvalues;  // same
   std::map<std::string, std::string> metadata;
@@ -67,6 +67,8 @@ void check_rotations_model(const std::string& path, const ModelFingerprint& mode
 KvRotations load_kv_rotations(const std::string& path, const ModelFingerprint& model);
 void save_kv_rotations(const std::string& path, const KvRotations& rotations);
 
+// The largest max |R R^T - I| a rotation read from a file may have.
+inline constexpr double kMaxRotationOrthogonalityError = 1e-3;
 // max |R R^T - I| of a D x D row-major matrix.
 double orthogonality_error(const float* rotation, int64_t head_dim);
 

@@ -146,5 +146,26 @@ TEST(RotationsCommand, RotationsOfOtherWeightsAreRefusedNamingBothModels) {
   EXPECT_EQ(own.exit_code, 0) << own.stderr_text;
 }
 
+// Published rotation files (--kv-rotations-k/-v) are checked by shape against the model: the
+// fixtures (2 layers, head_dim 8) are refused for the testbed with a message naming the file and
+// the layer counts; the preset refuses the flags it fixes.
+TEST(RotationsCommand, PublishedFilesAreCheckedByShape) {
+  const std::string data = std::string(OSCAR_SOURCE_DIR) + "/tests/quant/data/";
+  const CommandResult r = run_oscar(
+      "generate --prompt hi --max-tokens 2 --kv-preset oscar-published "
+      "--kv-rotations-k " +
+      data + "k_rotation_v2.pt --kv-rotations-v " + data + "v_rotation_v2.pt");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("k_rotation_v2.pt: holds 2 layers, the model has 8"),
+            std::string::npos)
+      << r.stderr_text;
+  const CommandResult fixed = run_oscar(
+      "generate --prompt hi --max-tokens 2 --kv-preset oscar-published "
+      "--kv-clip-k 0.84");
+  EXPECT_NE(fixed.exit_code, 0);
+  EXPECT_NE(fixed.stderr_text.find("--kv-clip-k excludes --kv-preset"), std::string::npos)
+      << fixed.stderr_text;
+}
+
 }  // namespace
 }  // namespace oscar

@@ -39,8 +39,9 @@ TEST_P(GroupCodec, ErrorWithinHalfAStepWithoutClipping) {
     // Half a step, plus what rounding scale and zero to 16 bits can shift the grid by.
     const float levels = float((1 << c.bits) - 1);
     // q8's zero sits on a grid of scale / 16, so it can shift the levels by scale / 32.
-    const float slack = c.format == ParamFormat::q8
-                            ? params.scale / 32.0f + 1e-6f
+    const float slack = c.format == ParamFormat::q8 ? params.scale / 32.0f + 1e-6f
+                        : c.format == ParamFormat::f32
+                            ? 1e-5f * (std::abs(params.zero) + levels * params.scale)
                             : (c.format == ParamFormat::f16 ? 1e-3f : 8e-3f) *
                                   (std::abs(params.zero) + levels * params.scale);
     for (size_t i = 0; i < values.size(); ++i) {
@@ -79,7 +80,8 @@ TEST_P(GroupCodec, PackedCodesRoundTrip) {
   }
   std::vector<uint8_t> packed(size_t(packed_bytes(c.group, c.bits)), 0xff);
   quantize_group(values, params, c.bits, packed.data());
-  for (int i = 0; i < c.group; ++i) ASSERT_EQ(code_at(packed.data(), i, c.bits), expected[size_t(i)]);
+  for (int i = 0; i < c.group; ++i)
+    ASSERT_EQ(code_at(packed.data(), i, c.bits), expected[size_t(i)]);
   // Element i sits in byte i * bits / 8 at bit (i * bits) % 8 (the layout the kernels rely on).
   const int i = 5;
   const int bit = i * c.bits;
@@ -104,12 +106,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(CodecCase{2, 64, ParamFormat::f16}, CodecCase{2, 128, ParamFormat::f16},
                       CodecCase{2, 32, ParamFormat::bf16}, CodecCase{4, 64, ParamFormat::f16},
                       CodecCase{4, 128, ParamFormat::bf16}, CodecCase{2, 64, ParamFormat::q8},
-                      CodecCase{4, 128, ParamFormat::q8}),
+                      CodecCase{4, 128, ParamFormat::q8}, CodecCase{2, 128, ParamFormat::f32}),
     [](const auto& case_info) {
-      return "int" + std::to_string(case_info.param.bits) + "_g" + std::to_string(case_info.param.group) +
-             "_" + std::string(case_info.param.format == ParamFormat::f16    ? "f16"
-                               : case_info.param.format == ParamFormat::bf16 ? "bf16"
-                                                                             : "q8");
+      return "int" + std::to_string(case_info.param.bits) + "_g" +
+             std::to_string(case_info.param.group) + "_" +
+             std::string(case_info.param.format == ParamFormat::f16    ? "f16"
+                         : case_info.param.format == ParamFormat::bf16 ? "bf16"
+                         : case_info.param.format == ParamFormat::f32  ? "f32"
+                                                                       : "q8");
     });
 
 TEST(GroupCodec, ClipSearchNeverDoesWorseThanAnyFixedRatio) {
@@ -123,12 +127,15 @@ TEST(GroupCodec, ClipSearchNeverDoesWorseThanAnyFixedRatio) {
       std::vector<float> restored(64);
       dequantize_group(codes.data(), 0, 64, p, 2, restored.data());
       double e = 0;
-      for (size_t i = 0; i < 64; ++i) e += double(values[i] - restored[i]) * (values[i] - restored[i]);
+      for (size_t i = 0; i < 64; ++i)
+        e += double(values[i] - restored[i]) * (values[i] - restored[i]);
       return e;
     };
     const double searched = error_of(choose_group_params(values, 2, {1.0f, true}, ParamFormat::q8));
     for (int i = 0; i < kClipCandidateCount; ++i) {
-      EXPECT_LE(searched, error_of(choose_group_params(values, 2, {clip_candidate(i)}, ParamFormat::q8)) + 1e-9);
+      EXPECT_LE(
+          searched,
+          error_of(choose_group_params(values, 2, {clip_candidate(i)}, ParamFormat::q8)) + 1e-9);
     }
   }
 }

@@ -5,6 +5,7 @@
 
 #include "quant/error_feedback.h"
 #include "quant/group_codec.h"
+#include "quant/published_quantizer.h"
 #include "util/error.h"
 #include "util/half.h"
 
@@ -123,17 +124,30 @@ void CpuKvStore::quantize_token_groups(std::byte* page, bool band, int64_t layer
   const int64_t g = layout.group_size;
   const int64_t d = layout.head_dim;
   const KvCacheConfig& format = band ? band_config_ : config_;
-  const ClipPolicy clip = is_key ? format.key_clip() : format.value_clip();
+  ClipPolicy clip = is_key ? format.key_clip() : format.value_clip();
   auto* codes = reinterpret_cast<uint8_t*>(
       page + (is_key ? layout.key_codes(kv_head, slot) : layout.value_codes(kv_head, slot)));
+  // The published clipping clamps the row first, then takes plain min/max per group.
+  std::vector<float> clamped;
+  if (format.clip_mode == ClipMode::row_quantile) {
+    clamped.assign(row, row + d);
+    clamp_row_at_quantile(clamped, clip.ratio);
+    row = clamped.data();
+    clip = ClipPolicy{};
+  }
   std::vector<GroupParams> params(size_t(d / g));
   choose_row_params(std::span<const float>(row, size_t(d)), int(g), bits, clip, layout.param_format,
                     params);
-  // With error feedback the codes come from the running values; the parameters stay the nearest
-  // rounding's. The band rounds to nearest.
+  // With error feedback (or Lloyd-Max codes) the codes come from the values these leave in
+  // `fed_back`; with feedback the parameters stay the nearest rounding's. The band rounds to
+  // nearest.
   std::vector<float> fed_back;
   const std::vector<float>& feedback = is_key ? key_feedback_ : value_feedback_;
-  if (!band && !feedback.empty()) {
+  if (format.lloyd_max) {
+    fed_back.resize(size_t(d));
+    lloyd_max_row(std::span<const float>(row, size_t(d)), layout.param_format, params, fed_back);
+    row = fed_back.data();
+  } else if (!band && !feedback.empty()) {
     fed_back.resize(size_t(d));
     const size_t factor = size_t((layer * layout_.num_kv_heads + kv_head) * d * d);
     round_with_feedback(std::span<const float>(row, size_t(d)), params, int(g), bits,
