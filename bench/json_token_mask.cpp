@@ -1,5 +1,5 @@
-// JSON mode's token mask (engine/json_object_grammar.h): one step's mask at grammar states inside and
-// outside strings, over the testbed's vocabulary (8,192 tokens) and over one of Qwen3's size
+// JSON mode's token mask (engine/json_object_grammar.h): one step's mask at grammar states inside
+// and outside strings, over the testbed's vocabulary (8,192 tokens) and over one of Qwen3's size
 // (151,936 rows: the testbed's tokens and concatenations of two or three of them, up to 24 bytes,
 // about as long as a large BPE vocabulary's). Results: docs/bench section (e).
 #include <benchmark/benchmark.h>
@@ -15,7 +15,8 @@
 namespace {
 
 std::vector<std::string> testbed_tokens() {
-  const oscar::Tokenizer tokenizer = oscar::Tokenizer::load(std::string(OSCAR_SOURCE_DIR) + "/models/testbed");
+  const oscar::Tokenizer tokenizer =
+      oscar::Tokenizer::load(std::string(OSCAR_SOURCE_DIR) + "/models/testbed");
   std::vector<std::string> tokens(size_t(tokenizer.vocab_size()));
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     if (!tokenizer.is_special(id)) tokens[size_t(id)] = tokenizer.token_bytes(id);
@@ -57,8 +58,8 @@ void BM_JsonTokenMask(benchmark::State& state) {
     m.exclude(grammar, excluded);
     benchmark::DoNotOptimize(excluded.data());
   }
-  state.SetLabel(std::string(state.range(0) == 0 ? "testbed 8192" : "Qwen3-sized 151936") + ", after " +
-                 kStates[state.range(1)]);
+  state.SetLabel(std::string(state.range(0) == 0 ? "testbed 8192" : "Qwen3-sized 151936") +
+                 ", after " + kStates[state.range(1)]);
   state.counters["excluded"] = double(excluded.size());
 }
 BENCHMARK(BM_JsonTokenMask)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);

@@ -23,7 +23,7 @@ struct KvRotations;
 struct SequenceStep {
   std::span<const int32_t> tokens;  // the new tokens; positions continue from kv->num_tokens()
   const SequencePages* kv = nullptr;
-  bool all_logits = false;          // logits for every new token (perplexity), else only the last
+  bool all_logits = false;  // logits for every new token (perplexity), else only the last
 };
 
 // The logits a step returns: a view of the backend's storage, valid until its next forward (the
@@ -70,8 +70,8 @@ enum class DeviceKind { cpu, cuda };
 struct BackendOptions {
   DeviceKind device = DeviceKind::cpu;
   KvCacheConfig kv;
-  KvPageCounts capacity;   // pages to allocate
-  int num_threads = 0;   // CPU threads; 0 = all cores
+  KvPageCounts capacity;  // pages to allocate
+  int num_threads = 0;    // CPU threads; 0 = all cores
 };
 
 // Builds the backend for `options.device`; folds the value rotation into the weights when the KV

@@ -13,7 +13,7 @@ namespace oscar {
 struct SequenceRunOptions {
   int64_t chunk_tokens = 512;
   ActivationObserver* observer = nullptr;
-  bool all_logits = false;              // keep every position's logits (else only the last row)
+  bool all_logits = false;  // keep every position's logits (else only the last row)
   int64_t full_precision_until = 0;
 };
 

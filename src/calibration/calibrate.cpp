@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "backend/sequence_runner.h"
 #include "backend/activation_recorder.h"
+#include "backend/sequence_runner.h"
 #include "calibration/calibration_observers.h"
 #include "calibration/rotation_builder.h"
 #include "quant/hadamard.h"
@@ -28,8 +28,8 @@ void run_pass(Backend& backend, const std::vector<std::vector<int32_t>>& sequenc
 }
 
 // Per-layer scope: every head of a layer gets the head-averaged matrix.
-std::vector<std::vector<double>> covariances(const OuterProductSums& sums, const ModelConfig& config,
-                                             bool per_head) {
+std::vector<std::vector<double>> covariances(const OuterProductSums& sums,
+                                             const ModelConfig& config, bool per_head) {
   std::vector<std::vector<double>> result;
   for (int64_t slot = 0; slot < sums.num_slots(); ++slot) result.push_back(sums.mean(slot));
   if (per_head) return result;
@@ -69,23 +69,27 @@ std::vector<LayerErrorReport> held_out_errors(const ActivationRecorder& recorder
   const int64_t group = config.group_size();
   const auto hadamard_double = hadamard_matrix(d);
   const std::vector<float> hadamard(hadamard_double.begin(), hadamard_double.end());
-  const RowCodec key_codec{options.bits, options.group_size, options.param_format, {options.clip_ratio_k}};
-  const RowCodec value_codec{options.bits, options.group_size, options.param_format, {options.clip_ratio_v}};
+  const RowCodec key_codec{
+      options.bits, options.group_size, options.param_format, {options.clip_ratio_k}};
+  const RowCodec value_codec{
+      options.bits, options.group_size, options.param_format, {options.clip_ratio_v}};
   std::vector<LayerErrorReport> reports(size_t(config.num_layers));
   parallel_for(0, config.num_layers, [&](int64_t layer) {
     const int64_t tokens = recorder.tokens(layer);
     LayerErrorReport& report = reports[size_t(layer)];
     for (int64_t h = 0; h < config.num_kv_heads; ++h) {
-      const auto q = head_rows(recorder.queries(layer), tokens, config.num_heads, h * group, group, d);
+      const auto q =
+          head_rows(recorder.queries(layer), tokens, config.num_heads, h * group, group, d);
       const auto k = head_rows(recorder.keys(layer), tokens, config.num_kv_heads, h, 1, d);
       const auto v = head_rows(recorder.values(layer), tokens, config.num_kv_heads, h, 1, d);
       auto errors = [&](const float* key_rotation, const float* value_rotation) {
         const auto k_hat = quantize_round_trip(k.data(), tokens, d, key_rotation, key_codec);
         const auto v_hat = quantize_round_trip(v.data(), tokens, d, value_rotation, value_codec);
-        return attention_error(q.data(), group, k.data(), v.data(), k_hat.data(), v_hat.data(), tokens,
-                               d, /*query_stride=*/4);
+        return attention_error(q.data(), group, k.data(), v.data(), k_hat.data(), v_hat.data(),
+                               tokens, d, /*query_stride=*/4);
       };
-      const AttentionError with_oscar = errors(oscar.key_rotation(layer, h), oscar.value_rotation(layer, h));
+      const AttentionError with_oscar =
+          errors(oscar.key_rotation(layer, h), oscar.value_rotation(layer, h));
       const AttentionError with_hadamard = errors(hadamard.data(), hadamard.data());
       const double n = double(config.num_kv_heads);
       report.oscar_logits += with_oscar.logits / n;

@@ -42,7 +42,7 @@ struct LayerErrorReport {
 
 struct CalibrationResult {
   KvRotations rotations;
-  double max_orthogonality_error = 0;   // max |R R^T - I| over every rotation written
+  double max_orthogonality_error = 0;    // max |R R^T - I| over every rotation written
   std::vector<LayerErrorReport> layers;  // on the held-out sequence
   int64_t calibration_tokens = 0;
 };

@@ -24,7 +24,8 @@ class QueryCovarianceObserver : public ActivationObserver {
 // holds C_Q for each slot (layer * num_kv_heads + kv_head).
 class ValueCovarianceObserver : public ActivationObserver {
  public:
-  ValueCovarianceObserver(const ModelConfig& config, std::vector<std::vector<double>> query_covariance);
+  ValueCovarianceObserver(const ModelConfig& config,
+                          std::vector<std::vector<double>> query_covariance);
   void observe(const AttentionInputs& inputs) override;
   const OuterProductSums& sums() const { return sums_; }
 

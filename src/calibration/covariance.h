@@ -21,7 +21,7 @@ class OuterProductSums {
 
  private:
   int64_t head_dim_;
-  std::vector<double> sums_;     // upper triangles, stored as full rows for simple indexing
+  std::vector<double> sums_;  // upper triangles, stored as full rows for simple indexing
   std::vector<double> weights_;
 };
 

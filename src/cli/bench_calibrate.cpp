@@ -58,17 +58,25 @@ void run_bench_calibrate(const BenchCalibrateOptions& o) {
   options.chunk_tokens = std::min<int64_t>(o.sequence_length, 2048);
   const auto start = std::chrono::steady_clock::now();
   const CalibrationResult result = calibrate(*backend, sequences, held_out, options);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  require(result.max_orthogonality_error < 1e-4, "oscar bench calibrate: rotations are not orthogonal ({:.2e})",
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  require(result.max_orthogonality_error < 1e-4,
+          "oscar bench calibrate: rotations are not orthogonal ({:.2e})",
           result.max_orthogonality_error);
   const std::string device = backend_options.device == DeviceKind::cuda ? "cuda" : "cpu";
-  fmt::print("calibration of {} tokens at {} shape on {}: {:.1f} s ({:.0f} tokens/s; weights and backend set up "
-             "in {:.1f} s, not counted)\n",
-             o.tokens, o.model, device, seconds, double(o.tokens) / seconds, setup_seconds);
+  fmt::print(
+      "calibration of {} tokens at {} shape on {}: {:.1f} s ({:.0f} tokens/s; weights and backend "
+      "set up "
+      "in {:.1f} s, not counted)\n",
+      o.tokens, o.model, device, seconds, double(o.tokens) / seconds, setup_seconds);
   if (!o.json_path.empty()) {
-    const nlohmann::json row = {{"kernel", "calibrate"}, {"model", o.model},     {"device", device},
-                                {"tokens", o.tokens},    {"seq_len", o.sequence_length},
-                                {"held_out_tokens", o.held_out_tokens},         {"seconds", seconds}};
+    const nlohmann::json row = {{"kernel", "calibrate"},
+                                {"model", o.model},
+                                {"device", device},
+                                {"tokens", o.tokens},
+                                {"seq_len", o.sequence_length},
+                                {"held_out_tokens", o.held_out_tokens},
+                                {"seconds", seconds}};
     write_file_atomically(o.json_path, nlohmann::json({{"rows", {row}}}).dump(2) + "\n");
   }
 }
@@ -77,11 +85,14 @@ void run_bench_calibrate(const BenchCalibrateOptions& o) {
 
 void register_bench_calibrate(CLI::App& bench) {
   auto o = std::make_shared<BenchCalibrateOptions>();
-  CLI::App* command = bench.add_subcommand("calibrate", "Time of `oscar calibrate` at a models/hf-configs shape");
+  CLI::App* command =
+      bench.add_subcommand("calibrate", "Time of `oscar calibrate` at a models/hf-configs shape");
   command->add_option("--model", o->model, "a models/hf-configs name")->capture_default_str();
   command->add_option("--tokens", o->tokens, "calibration tokens")->capture_default_str();
-  command->add_option("--seq-len", o->sequence_length, "tokens per calibration sequence")->capture_default_str();
-  command->add_option("--held-out-tokens", o->held_out_tokens, "tokens for the error report")->capture_default_str();
+  command->add_option("--seq-len", o->sequence_length, "tokens per calibration sequence")
+      ->capture_default_str();
+  command->add_option("--held-out-tokens", o->held_out_tokens, "tokens for the error report")
+      ->capture_default_str();
   command->add_option("--device", o->device.device, "cpu, cuda or auto")->capture_default_str();
   command->add_option("--threads", o->device.threads, "CPU threads (0: all cores)");
   command->add_option("--json", o->json_path, "write the result as JSON");

@@ -29,7 +29,8 @@ struct Rates {
   double decode = 0;
 };
 
-Rates measure_once(const ModelSession& session, const std::vector<int32_t>& prompt, int64_t decode_tokens) {
+Rates measure_once(const ModelSession& session, const std::vector<int32_t>& prompt,
+                   int64_t decode_tokens) {
   EngineOptions options;
   options.scheduler.max_num_seqs = 1;
   options.scheduler.prefill_chunk_tokens = kCpuPrefillChunkTokens;
@@ -44,7 +45,8 @@ Rates measure_once(const ModelSession& session, const std::vector<int32_t>& prom
   engine->submit(std::move(request));
   while (!engine->idle()) engine->step();
   const EngineCounters& c = engine->counters();
-  return {double(c.prefill_only_tokens) / c.prefill_seconds, double(c.decode_only_tokens) / c.decode_seconds};
+  return {double(c.prefill_only_tokens) / c.prefill_seconds,
+          double(c.decode_only_tokens) / c.decode_seconds};
 }
 
 void run_bench_cpu(const BenchCpuOptions& o) {
@@ -60,7 +62,8 @@ void run_bench_cpu(const BenchCpuOptions& o) {
     if (text.size() > size_t(o.prompt_tokens) * 8) break;
   }
   std::vector<int32_t> prompt = session.tokenizer->encode(text);
-  require(int64_t(prompt.size()) >= o.prompt_tokens, "not enough text for a {}-token prompt", o.prompt_tokens);
+  require(int64_t(prompt.size()) >= o.prompt_tokens, "not enough text for a {}-token prompt",
+          o.prompt_tokens);
   prompt.resize(size_t(o.prompt_tokens));
   std::vector<double> prefill, decode;
   measure_once(session, prompt, 8);  // warm-up: page faults, thread pool
@@ -71,15 +74,20 @@ void run_bench_cpu(const BenchCpuOptions& o) {
   }
   const ModelConfig& model = session.weights.config;
   fmt::print("model {} ({:.1f}M parameters), {} threads, KV {}\n", session.model_dir,
-             double(model.parameter_count()) / 1e6, session.threads > 0 ? session.threads : omp_threads(),
-             describe(session.kv));
-  fmt::print("prefill {} tokens: {:.1f} tok/s (median of {})\n", o.prompt_tokens, median(prefill), o.repeats);
+             double(model.parameter_count()) / 1e6,
+             session.threads > 0 ? session.threads : omp_threads(), describe(session.kv));
+  fmt::print("prefill {} tokens: {:.1f} tok/s (median of {})\n", o.prompt_tokens, median(prefill),
+             o.repeats);
   fmt::print("decode {} tokens after the prompt: {:.1f} tok/s\n", o.decode_tokens, median(decode));
   if (!o.json_path.empty()) {
-    const nlohmann::json row = {{"model", session.model_dir},          {"kv", describe(session.kv)},
-                                {"prompt_tokens", o.prompt_tokens},    {"decode_tokens", o.decode_tokens},
-                                {"prefill_tokens_per_s", median(prefill)}, {"decode_tokens_per_s", median(decode)},
-                                {"prefill_runs", prefill},             {"decode_runs", decode}};
+    const nlohmann::json row = {{"model", session.model_dir},
+                                {"kv", describe(session.kv)},
+                                {"prompt_tokens", o.prompt_tokens},
+                                {"decode_tokens", o.decode_tokens},
+                                {"prefill_tokens_per_s", median(prefill)},
+                                {"decode_tokens_per_s", median(decode)},
+                                {"prefill_runs", prefill},
+                                {"decode_runs", decode}};
     write_file_atomically(o.json_path, row.dump(2) + "\n");
   }
 }

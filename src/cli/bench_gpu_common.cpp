@@ -39,7 +39,8 @@ GpuDescription describe_gpu() {
   std::vector<double> seconds;
   for (int i = 0; i < 12; ++i) {
     check(cudaEventRecord(start), "cudaEventRecord");
-    check(cudaMemcpyAsync(target.data(), source.data(), bytes, cudaMemcpyDeviceToDevice), "cudaMemcpyAsync");
+    check(cudaMemcpyAsync(target.data(), source.data(), bytes, cudaMemcpyDeviceToDevice),
+          "cudaMemcpyAsync");
     check(cudaEventRecord(stop), "cudaEventRecord");
     check(cudaEventSynchronize(stop), "cudaEventSynchronize");
     float ms = 0;
@@ -85,7 +86,8 @@ std::vector<int64_t> parse_int_list(const std::string& text) {
 
 namespace {
 
-KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format, const std::string& oscar_rotations) {
+KvCacheConfig bench_kv_config(KvDtype dtype, ParamFormat scale_format,
+                              const std::string& oscar_rotations) {
   KvCacheConfig kv;
   kv.dtype = dtype;
   kv.method = dtype == KvDtype::bf16 ? KvMethod::naive : KvMethod::quarot;
@@ -112,7 +114,10 @@ std::vector<KvCacheConfig> bench_kv_configs(const std::string& dtypes, ParamForm
     } else if (item == "int2") {
       int2 = true;
     } else {
-      fail("--kv-dtypes: '{}' is not a benchmark cache (expected bf16, int2 or both, comma-separated)", item);
+      fail(
+          "--kv-dtypes: '{}' is not a benchmark cache (expected bf16, int2 or both, "
+          "comma-separated)",
+          item);
     }
   }
   require(bf16 || int2, "--kv-dtypes: '{}' names no cache (expected bf16, int2 or both)", dtypes);
@@ -163,8 +168,9 @@ std::string write_synthetic_oscar_rotations(const ModelWeights& weights) {
     r.key_eigenvalues[i] = float(std::pow(0.95, double(i % size_t(config.head_dim))));
   }
   record_model(model_fingerprint(weights), r);
-  const std::string path =
-      (std::filesystem::temp_directory_path() / fmt::format("oscar-bench-rotations-{}.safetensors", getpid())).string();
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            fmt::format("oscar-bench-rotations-{}.safetensors", getpid()))
+                               .string();
   save_kv_rotations(path, r);
   return path;
 }
@@ -176,27 +182,31 @@ TemporaryFile::~TemporaryFile() {
 KvPageCounts bench_pool_capacity(const KvCacheConfig& kv, int64_t tokens, int64_t batch) {
   const KvPageCounts decoding = capacity_for_sequences(kv, tokens, batch, 1);
   const KvPageCounts filling = capacity_for_sequences(kv, 0, 1, kFillChunkTokens);
-  return {decoding.full + filling.full, decoding.quantized + filling.quantized, decoding.band + filling.band};
+  return {decoding.full + filling.full, decoding.quantized + filling.quantized,
+          decoding.band + filling.band};
 }
 
-std::vector<SequencePages> fill_sequences(const KvCacheConfig& kv, KvPagePools& pools, int64_t context,
-                                          int64_t batch) {
+std::vector<SequencePages> fill_sequences(const KvCacheConfig& kv, KvPagePools& pools,
+                                          int64_t context, int64_t batch) {
   std::vector<SequencePages> sequences(size_t(std::max<int64_t>(0, batch)));
   for (SequencePages& sequence : sequences) {
     while (sequence.num_tokens() < context) {
       const int64_t chunk = std::min(kFillChunkTokens, context - sequence.num_tokens());
-      require(sequence.reserve(chunk, kv, pools), "bench: the KV page pools are too small for {} sequences of {} tokens",
-              batch, context);
+      require(sequence.reserve(chunk, kv, pools),
+              "bench: the KV page pools are too small for {} sequences of {} tokens", batch,
+              context);
       sequence.commit(chunk, kv, pools);
     }
   }
   return sequences;
 }
 
-std::vector<SequencePages> fill_sequences_sharing_pages(const KvCacheConfig& kv, KvPagePools& pools, int64_t context,
-                                                        int64_t batch, int64_t distinct) {
+std::vector<SequencePages> fill_sequences_sharing_pages(const KvCacheConfig& kv, KvPagePools& pools,
+                                                        int64_t context, int64_t batch,
+                                                        int64_t distinct) {
   require(!kv.quantized(), "bench: only full-precision sequences share pages");
-  require(distinct >= 1 && distinct <= batch, "bench: {} distinct sequences of {}", distinct, batch);
+  require(distinct >= 1 && distinct <= batch, "bench: {} distinct sequences of {}", distinct,
+          batch);
   std::vector<SequencePages> sequences = fill_sequences(kv, pools, context, distinct);
   const int64_t shared_pages = context / kv.page_size_tokens;
   for (int64_t s = distinct; s < batch; ++s) {
@@ -207,7 +217,8 @@ std::vector<SequencePages> fill_sequences_sharing_pages(const KvCacheConfig& kv,
     sequence.attach_prefix(std::move(prefix), shared_pages * kv.page_size_tokens);
     const int64_t rest = context - sequence.num_tokens();
     if (rest > 0) {
-      require(sequence.reserve(rest, kv, pools), "bench: the KV page pools are too small for the shared sequences");
+      require(sequence.reserve(rest, kv, pools),
+              "bench: the KV page pools are too small for the shared sequences");
       sequence.commit(rest, kv, pools);
     }
     sequences.push_back(std::move(sequence));
@@ -218,22 +229,26 @@ std::vector<SequencePages> fill_sequences_sharing_pages(const KvCacheConfig& kv,
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t) {
   const int64_t quantized_stop = std::min(quantized_end(kv, t + 1), t + 1);
   const int64_t quantized = std::max<int64_t>(0, quantized_stop - kv.sink_tokens);
-  const int64_t banded = std::max<int64_t>(0, quantized_stop - std::max(kv.sink_tokens, band_begin(kv, t + 1)));
+  const int64_t banded =
+      std::max<int64_t>(0, quantized_stop - std::max(kv.sink_tokens, band_begin(kv, t + 1)));
   const int64_t full = t + 1 - quantized;
   const int64_t full_token = 2 * layout.head_dim * layout.element_bytes;
   auto quantized_token = [](const PageLayout& l) {
-    return l.bits == 0 ? 0 : 2 * (l.code_bytes_per_row + (l.head_dim / l.group_size) * l.param_bytes);
+    return l.bits == 0 ? 0
+                       : 2 * (l.code_bytes_per_row + (l.head_dim / l.group_size) * l.param_bytes);
   };
   const int64_t band_token =
-      kv.has_band() ? quantized_token(make_band_layout(kv, layout.num_kv_heads, layout.head_dim)) : 0;
+      kv.has_band() ? quantized_token(make_band_layout(kv, layout.num_kv_heads, layout.head_dim))
+                    : 0;
   return layout.num_kv_heads *
          (full * full_token + (quantized - banded) * quantized_token(layout) + banded * band_token);
 }
 
-void write_rows(const std::string& path, const GpuDescription& gpu, const std::vector<nlohmann::json>& rows) {
+void write_rows(const std::string& path, const GpuDescription& gpu,
+                const std::vector<nlohmann::json>& rows) {
   if (path.empty()) return;
-  const nlohmann::json root = {{"device", gpu.name}, {"driver", gpu.driver}, {"copy_gbps", gpu.copy_gbps},
-                               {"rows", rows}};
+  const nlohmann::json root = {
+      {"device", gpu.name}, {"driver", gpu.driver}, {"copy_gbps", gpu.copy_gbps}, {"rows", rows}};
   write_file_atomically(path, root.dump(1) + "\n");
 }
 

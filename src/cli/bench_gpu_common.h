@@ -20,8 +20,8 @@
 namespace oscar::cli {
 
 struct GpuDescription {
-  std::string name;    // as cudaGetDeviceProperties names it
-  std::string driver;  // e.g. "13.0"
+  std::string name;      // as cudaGetDeviceProperties names it
+  std::string driver;    // e.g. "13.0"
   double copy_gbps = 0;  // device-to-device copy, bytes read + written per second / 1e9
 };
 
@@ -75,20 +75,22 @@ KvPageCounts bench_pool_capacity(const KvCacheConfig& kv, int64_t tokens, int64_
 // `batch` sequences of `context` tokens each, grown from `pools` through SequencePages::reserve and
 // commit, so that each holds exactly the pages the engine keeps for a sequence that decoded to that
 // length. Throws when the pools run dry.
-std::vector<SequencePages> fill_sequences(const KvCacheConfig& kv, KvPagePools& pools, int64_t context,
-                                          int64_t batch);
+std::vector<SequencePages> fill_sequences(const KvCacheConfig& kv, KvPagePools& pools,
+                                          int64_t context, int64_t batch);
 
 // The same, except that sequences `distinct` and above share the whole pages of sequence
 // s % distinct, as a prefix cache would hold them, each with its own last, partial page: every
 // sequence reads `context` tokens of pages, from `distinct` sequences' worth of memory. For
 // full-precision caches only (a shared page must be one no sequence writes).
-std::vector<SequencePages> fill_sequences_sharing_pages(const KvCacheConfig& kv, KvPagePools& pools, int64_t context,
-                                                        int64_t batch, int64_t distinct);
+std::vector<SequencePages> fill_sequences_sharing_pages(const KvCacheConfig& kv, KvPagePools& pools,
+                                                        int64_t context, int64_t batch,
+                                                        int64_t distinct);
 
 // Bytes of one layer's pages that the decode rule reads for the query at position t, all KV heads.
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t);
 
 // Writes {"device": ..., "rows": [...]} to `path` when it is not empty.
-void write_rows(const std::string& path, const GpuDescription& gpu, const std::vector<nlohmann::json>& rows);
+void write_rows(const std::string& path, const GpuDescription& gpu,
+                const std::vector<nlohmann::json>& rows);
 
 }  // namespace oscar::cli

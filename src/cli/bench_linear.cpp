@@ -4,8 +4,9 @@
 // gate|up product as the decode step runs it, with SwiGLU (Gemm::linear_swiglu: applied by the
 // product itself up to 32 rows), against cuBLAS's product followed by the SwiGLU kernel. Each row
 // reports the time per product, its weight bytes, the achieved GB/s and the fraction of the copy
-// bandwidth measured in the same run. The weights (a constant bf16 pattern: the time does not depend on
-// the values) are cycled over enough copies that L2 never serves a repeat, as in a decode step.
+// bandwidth measured in the same run. The weights (a constant bf16 pattern: the time does not
+// depend on the values) are cycled over enough copies that L2 never serves a repeat, as in a decode
+// step.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -44,13 +45,15 @@ struct Product {
 void run_bench_linear(const BenchLinearOptions& o) {
   const ModelConfig c = hf_config(o.model);
   const GpuDescription gpu = describe_gpu();
-  fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {} products\n", gpu.name, gpu.driver, gpu.copy_gbps, o.model);
-  const std::vector<Product> products = {{"qkv", c.q_dim() + 2 * c.kv_dim(), c.hidden_size},
-                                         {"o", c.hidden_size, c.q_dim()},
-                                         {"gate_up", 2 * c.intermediate_size, c.hidden_size},
-                                         {"gate_up_swiglu", 2 * c.intermediate_size, c.hidden_size, true},
-                                         {"down", c.hidden_size, c.intermediate_size},
-                                         {"lm_head", c.vocab_size, c.hidden_size}};
+  fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {} products\n", gpu.name, gpu.driver,
+             gpu.copy_gbps, o.model);
+  const std::vector<Product> products = {
+      {"qkv", c.q_dim() + 2 * c.kv_dim(), c.hidden_size},
+      {"o", c.hidden_size, c.q_dim()},
+      {"gate_up", 2 * c.intermediate_size, c.hidden_size},
+      {"gate_up_swiglu", 2 * c.intermediate_size, c.hidden_size, true},
+      {"down", c.hidden_size, c.intermediate_size},
+      {"lm_head", c.vocab_size, c.hidden_size}};
   const std::vector<int64_t> row_counts = parse_int_list(o.rows);
   int64_t widest = 0, most_rows = 1;
   for (const Product& p : products) widest = std::max({widest, p.inputs, p.outputs});
@@ -65,8 +68,8 @@ void run_bench_linear(const BenchLinearOptions& o) {
   cudaStream_t stream = nullptr;
   Gemm gemm(stream);
   std::vector<nlohmann::json> rows;
-  fmt::print("{:>14} {:>5} {:>8} {:>6} {:>8} {:>10} {:>7} {:>10} {:>7}\n", "product", "rows", "outputs", "inputs",
-             "path", "ours_us", "bw", "cublas_us", "bw");
+  fmt::print("{:>14} {:>5} {:>8} {:>6} {:>8} {:>10} {:>7} {:>10} {:>7}\n", "product", "rows",
+             "outputs", "inputs", "path", "ours_us", "bw", "cublas_us", "bw");
   for (const Product& p : products) {
     const int64_t bytes = p.outputs * p.inputs * 2;
     const int copies = int(std::max<int64_t>(2, (int64_t(256) << 20) / bytes + 1));
@@ -81,7 +84,8 @@ void run_bench_linear(const BenchLinearOptions& o) {
       // The product as the decode step runs it (Gemm's choice of path), or through cuBLAS.
       auto product = [&](int i, bool through_cublas) {
         if (p.swiglu && through_cublas) {
-          gemm.cublas_linear_swiglu(x.data(), r, weight(i), inner, p.inputs, y.data(), activation.data());
+          gemm.cublas_linear_swiglu(x.data(), r, weight(i), inner, p.inputs, y.data(),
+                                    activation.data());
         } else if (p.swiglu) {
           gemm.linear_swiglu(x.data(), r, weight(i), inner, p.inputs, y.data(), activation.data());
         } else if (through_cublas) {
@@ -92,14 +96,25 @@ void run_bench_linear(const BenchLinearOptions& o) {
       };
       const double ours = median_launch_us([&](int i) { product(i, false); }, o.iterations);
       const double cublas = median_launch_us([&](int i) { product(i, true); }, o.iterations);
-      const double gbps = double(bytes) / (ours * 1e-6) / 1e9, cublas_gbps = double(bytes) / (cublas * 1e-6) / 1e9;
+      const double gbps = double(bytes) / (ours * 1e-6) / 1e9,
+                   cublas_gbps = double(bytes) / (cublas * 1e-6) / 1e9;
       const char* path = skinny_linear_supports(r, p.inputs) ? "skinny" : "cublas";
-      fmt::print("{:>14} {:>5} {:>8} {:>6} {:>8} {:>10.1f} {:>6.0f}% {:>10.1f} {:>6.0f}%\n", p.name, r, p.outputs,
-                 p.inputs, path, ours, 100.0 * gbps / gpu.copy_gbps, cublas, 100.0 * cublas_gbps / gpu.copy_gbps);
-      rows.push_back({{"kernel", "linear"}, {"product", p.name}, {"model", o.model}, {"rows", r},
-                      {"outputs", p.outputs}, {"inputs", p.inputs}, {"path", path}, {"time_us", ours},
-                      {"bytes", bytes}, {"gbps", gbps}, {"bw_fraction", gbps / gpu.copy_gbps},
-                      {"cublas_time_us", cublas}, {"cublas_bw_fraction", cublas_gbps / gpu.copy_gbps}});
+      fmt::print("{:>14} {:>5} {:>8} {:>6} {:>8} {:>10.1f} {:>6.0f}% {:>10.1f} {:>6.0f}%\n", p.name,
+                 r, p.outputs, p.inputs, path, ours, 100.0 * gbps / gpu.copy_gbps, cublas,
+                 100.0 * cublas_gbps / gpu.copy_gbps);
+      rows.push_back({{"kernel", "linear"},
+                      {"product", p.name},
+                      {"model", o.model},
+                      {"rows", r},
+                      {"outputs", p.outputs},
+                      {"inputs", p.inputs},
+                      {"path", path},
+                      {"time_us", ours},
+                      {"bytes", bytes},
+                      {"gbps", gbps},
+                      {"bw_fraction", gbps / gpu.copy_gbps},
+                      {"cublas_time_us", cublas},
+                      {"cublas_bw_fraction", cublas_gbps / gpu.copy_gbps}});
     }
   }
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -115,9 +130,11 @@ void run_bench_linear(const BenchLinearOptions&) {
 
 void register_bench_linear(CLI::App& bench) {
   auto options = std::make_shared<BenchLinearOptions>();
-  CLI::App* command = bench.add_subcommand("linear", "GPU matrix products of a few rows: ours vs cuBLAS");
+  CLI::App* command =
+      bench.add_subcommand("linear", "GPU matrix products of a few rows: ours vs cuBLAS");
   command->add_option("--model", options->model, "a models/hf-configs name")->capture_default_str();
-  command->add_option("--rows", options->rows, "comma-separated row counts (the decode batch)")->capture_default_str();
+  command->add_option("--rows", options->rows, "comma-separated row counts (the decode batch)")
+      ->capture_default_str();
   command->add_option("--iterations", options->iterations)->capture_default_str();
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->callback([options] { run_bench_linear(*options); });

@@ -52,14 +52,17 @@ void run_calibrate(const CalibrateOptions& o) {
   for (const std::string& path :
        o.data.empty() ? std::vector{default_calibration_text()} : o.data) {
     auto more = read_documents(path);
-    documents.insert(documents.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    documents.insert(documents.end(), std::make_move_iterator(more.begin()),
+                     std::make_move_iterator(more.end()));
   }
   std::mt19937_64 rng(o.seed);
   std::shuffle(documents.begin(), documents.end(), rng);
   const int32_t separator = session.eos_token_ids.empty() ? 0 : session.eos_token_ids.front();
-  const auto stream = tokenize_documents(*session.tokenizer, documents, separator, o.tokens + o.held_out_tokens);
+  const auto stream =
+      tokenize_documents(*session.tokenizer, documents, separator, o.tokens + o.held_out_tokens);
   require(int64_t(stream.size()) > o.tokens,
-          "--data holds {} tokens; --tokens {} plus held-out text needs more", stream.size(), o.tokens);
+          "--data holds {} tokens; --tokens {} plus held-out text needs more", stream.size(),
+          o.tokens);
   std::vector<std::vector<int32_t>> sequences;
   for (int64_t start = 0; start < o.tokens; start += o.sequence_length) {
     const int64_t end = std::min(o.tokens, start + o.sequence_length);
@@ -71,8 +74,8 @@ void run_calibrate(const CalibrateOptions& o) {
   backend_options.device = session.device;
   backend_options.kv = session.kv;
   backend_options.num_threads = o.threads;
-  backend_options.capacity = capacity_for_sequences(session.kv, std::max(o.sequence_length, int64_t(held_out.size())), 1,
-                                                    o.sequence_length);
+  backend_options.capacity = capacity_for_sequences(
+      session.kv, std::max(o.sequence_length, int64_t(held_out.size())), 1, o.sequence_length);
   auto backend = make_backend(session.weights, backend_options);
   CalibrationOptions options;
   options.per_head = !o.per_layer;
@@ -88,13 +91,18 @@ void run_calibrate(const CalibrateOptions& o) {
   fmt::print("wrote {}: {} rotations per layer, {} calibration tokens, max |R R^T - I| = {:.2e}\n",
              output, result.rotations.per_head ? "per-KV-head" : "one shared",
              result.calibration_tokens, result.max_orthogonality_error);
-  fmt::print("held-out attention error at INT{} g{} (clip {:.2f}/{:.2f}), {} tokens, OSCAR vs Hadamard only:\n",
-             options.bits, options.group_size, options.clip_ratio_k, options.clip_ratio_v, held_out.size());
-  fmt::print("| layer | logits OSCAR | logits Hadamard | outputs OSCAR | outputs Hadamard |\n|---|---|---|---|---|\n");
+  fmt::print(
+      "held-out attention error at INT{} g{} (clip {:.2f}/{:.2f}), {} tokens, OSCAR vs Hadamard "
+      "only:\n",
+      options.bits, options.group_size, options.clip_ratio_k, options.clip_ratio_v,
+      held_out.size());
+  fmt::print(
+      "| layer | logits OSCAR | logits Hadamard | outputs OSCAR | outputs Hadamard "
+      "|\n|---|---|---|---|---|\n");
   for (size_t layer = 0; layer < result.layers.size(); ++layer) {
     const LayerErrorReport& e = result.layers[layer];
-    fmt::print("| {} | {:.4f} | {:.4f} | {:.4f} | {:.4f} |\n", layer, e.oscar_logits, e.hadamard_logits,
-               e.oscar_outputs, e.hadamard_outputs);
+    fmt::print("| {} | {:.4f} | {:.4f} | {:.4f} | {:.4f} |\n", layer, e.oscar_logits,
+               e.hadamard_logits, e.oscar_outputs, e.hadamard_outputs);
   }
 }
 
@@ -102,7 +110,8 @@ void run_calibrate(const CalibrateOptions& o) {
 
 void register_calibrate(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
-  CLI::App* command = app.add_subcommand("calibrate", "Compute OSCAR key/value rotations from calibration text");
+  CLI::App* command =
+      app.add_subcommand("calibrate", "Compute OSCAR key/value rotations from calibration text");
   command->add_option("--model", o->model_dir, "model directory (default: the testbed model)");
   command->add_option(
       "--data", o->data,
@@ -115,14 +124,17 @@ void register_calibrate(CLI::App& app) {
                   "other commands look for it)",
                   kRotationsFileName));
   command->add_option("--tokens", o->tokens, "calibration tokens")->capture_default_str();
-  command->add_option("--seq-len", o->sequence_length, "tokens per calibration sequence")->capture_default_str();
-  command->add_option("--held-out-tokens", o->held_out_tokens, "tokens for the error report")->capture_default_str();
+  command->add_option("--seq-len", o->sequence_length, "tokens per calibration sequence")
+      ->capture_default_str();
+  command->add_option("--held-out-tokens", o->held_out_tokens, "tokens for the error report")
+      ->capture_default_str();
   command->add_flag("--per-layer,!--per-head", o->per_layer,
                     "one rotation per layer (averaged over KV heads) instead of one per KV head");
   command->add_option("--seed", o->seed, "document shuffling seed")->capture_default_str();
   command->add_option("--device", o->device, "cpu, cuda or auto")->capture_default_str();
   command->add_option("--threads", o->threads, "CPU threads (0: all cores)");
-  command->add_option("--kv-group-size", o->group_size, "group size recorded and used for the report")
+  command
+      ->add_option("--kv-group-size", o->group_size, "group size recorded and used for the report")
       ->capture_default_str();
   command->add_option("--kv-clip-k", o->clip_k)->capture_default_str();
   command->add_option("--kv-clip-v", o->clip_v)->capture_default_str();

@@ -16,7 +16,9 @@ void register_commands(CLI::App& app) {
   register_bench(app);
 }
 
-int omp_threads() { return omp_get_max_threads(); }
+int omp_threads() {
+  return omp_get_max_threads();
+}
 
 void set_program_path(const char* path) {
   if (path != nullptr && *path != '\0') g_program_path = path;
@@ -25,7 +27,11 @@ const std::string& program_path() {
   return g_program_path;
 }
 
-int exit_code() { return g_exit_code; }
-void set_exit_code(int code) { g_exit_code = code; }
+int exit_code() {
+  return g_exit_code;
+}
+void set_exit_code(int code) {
+  g_exit_code = code;
+}
 
 }  // namespace oscar::cli

@@ -19,10 +19,10 @@ void register_serve(CLI::App& app);
 void register_bench_cpu(CLI::App& bench);
 void register_bench_serve(CLI::App& bench);
 void register_bench_calibrate(CLI::App& bench);
-void register_bench_decode_attention(CLI::App& bench);  // GPU
-void register_bench_decode_step(CLI::App& bench);       // GPU
-void register_bench_linear(CLI::App& bench);            // GPU
-void register_bench_prefill(CLI::App& bench);           // GPU
+void register_bench_decode_attention(CLI::App& bench);   // GPU
+void register_bench_decode_step(CLI::App& bench);        // GPU
+void register_bench_linear(CLI::App& bench);             // GPU
+void register_bench_prefill(CLI::App& bench);            // GPU
 void register_bench_prefill_attention(CLI::App& bench);  // GPU
 // The program as the user ran it (argv[0]), for the commands that messages tell them to run.
 void set_program_path(const char* path);

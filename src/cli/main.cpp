@@ -1,8 +1,8 @@
 // oscar: one program, one subcommand per task (generate, calibrate, eval, bench, serve).
 #include <cstdio>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
 #include "util/error.h"

@@ -11,8 +11,12 @@ namespace {
 
 constexpr std::string_view kLiterals[] = {"true", "false", "null"};
 
-bool is_space(uint8_t byte) { return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r'; }
-bool is_digit(uint8_t byte) { return byte >= '0' && byte <= '9'; }
+bool is_space(uint8_t byte) {
+  return byte == ' ' || byte == '\t' || byte == '\n' || byte == '\r';
+}
+bool is_digit(uint8_t byte) {
+  return byte >= '0' && byte <= '9';
+}
 bool is_hex(uint8_t byte) {
   return is_digit(byte) || (byte >= 'a' && byte <= 'f') || (byte >= 'A' && byte <= 'F');
 }
@@ -79,8 +83,8 @@ bool JsonObjectGrammar::feed_byte(uint8_t byte) {
         return true;
       }
       mode_ = Mode::string;
-      return byte == '"' || byte == '\\' || byte == '/' || byte == 'b' || byte == 'f' || byte == 'n' ||
-             byte == 'r' || byte == 't';
+      return byte == '"' || byte == '\\' || byte == '/' || byte == 'b' || byte == 'f' ||
+             byte == 'n' || byte == 'r' || byte == 't';
     case Mode::unicode:
       if (!is_hex(byte)) return false;
       if (--hex_left_ == 0) mode_ = Mode::string;

@@ -21,7 +21,8 @@ class JsonObjectGrammar {
   static constexpr int kMaxDepth = 64;
   static constexpr int kMaxWhitespaceRun = 16;
 
-  // Feeds `bytes`; false (and the state undefined) where they leave the text no prefix of an object.
+  // Feeds `bytes`; false (and the state undefined) where they leave the text no prefix of an
+  // object.
   bool feed(std::string_view bytes);
   // The object is closed: nothing more may follow.
   bool complete() const { return mode_ == Mode::done; }
@@ -44,7 +45,16 @@ class JsonObjectGrammar {
     literal,         // inside true, false or null
     done,
   };
-  enum class Number : uint8_t { sign, zero, integer, dot, fraction, exponent, exponent_sign, exponent_digits };
+  enum class Number : uint8_t {
+    sign,
+    zero,
+    integer,
+    dot,
+    fraction,
+    exponent,
+    exponent_sign,
+    exponent_digits
+  };
 
   bool feed_byte(uint8_t byte);
   bool whitespace(uint8_t byte);
@@ -59,13 +69,13 @@ class JsonObjectGrammar {
   uint8_t depth_ = 0;
   Mode mode_ = Mode::start;
   Number number_ = Number::sign;
-  bool key_ = false;          // the string being read is an object's key
-  uint8_t utf8_left_ = 0;     // continuation bytes the current character still needs
-  uint8_t utf8_low_ = 0x80;   // the range the next of them must lie in
+  bool key_ = false;         // the string being read is an object's key
+  uint8_t utf8_left_ = 0;    // continuation bytes the current character still needs
+  uint8_t utf8_low_ = 0x80;  // the range the next of them must lie in
   uint8_t utf8_high_ = 0xBF;
   uint8_t hex_left_ = 0;
-  uint8_t literal_ = 0;       // 0 true, 1 false, 2 null
-  uint8_t literal_at_ = 0;    // bytes of it read
+  uint8_t literal_ = 0;     // 0 true, 1 false, 2 null
+  uint8_t literal_at_ = 0;  // bytes of it read
   uint8_t whitespace_run_ = 0;
 };
 
@@ -85,8 +95,8 @@ class JsonTokenMask {
   const std::string& bytes(int32_t token) const { return bytes_[size_t(token)]; }
 
  private:
-  std::vector<std::string> bytes_;             // empty: never allowed
-  std::vector<uint8_t> plain_string_text_;     // per token
+  std::vector<std::string> bytes_;          // empty: never allowed
+  std::vector<uint8_t> plain_string_text_;  // per token
   std::array<std::vector<int32_t>, 256> by_first_byte_;
 };
 

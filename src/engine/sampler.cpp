@@ -17,17 +17,17 @@ void validate(const SamplingParams& p) {
   require(p.top_k >= 0, "top_k must be >= 0, got {}", p.top_k);
   require(p.top_p > 0 && p.top_p <= 1, "top_p must lie in (0, 1], got {}", p.top_p);
   require(p.min_p >= 0 && p.min_p <= 1, "min_p must lie in [0, 1], got {}", p.min_p);
-  require(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0 &&
-              p.repetition_penalty <= 10,
-          "repetition_penalty must lie in (0, 10], got {}", p.repetition_penalty);
+  require(
+      std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0 && p.repetition_penalty <= 10,
+      "repetition_penalty must lie in (0, 10], got {}", p.repetition_penalty);
   require(std::isfinite(p.frequency_penalty) && std::abs(p.frequency_penalty) <= 2,
           "frequency_penalty must lie in [-2, 2], got {}", p.frequency_penalty);
   require(std::isfinite(p.presence_penalty) && std::abs(p.presence_penalty) <= 2,
           "presence_penalty must lie in [-2, 2], got {}", p.presence_penalty);
   for (const auto& [token, bias] : p.logit_bias) {
     require(token >= 0, "logit_bias token ids must be >= 0, got {}", token);
-    require(std::isfinite(bias) && bias >= -100 && bias <= 100, "logit_bias values must lie in [-100, 100], got {}",
-            bias);
+    require(std::isfinite(bias) && bias >= -100 && bias <= 100,
+            "logit_bias values must lie in [-100, 100], got {}", bias);
   }
 }
 
@@ -35,7 +35,9 @@ namespace {
 
 using FloatArray = Eigen::Map<const Eigen::ArrayXf>;
 
-FloatArray as_array(std::span<const float> values) { return FloatArray(values.data(), Eigen::Index(values.size())); }
+FloatArray as_array(std::span<const float> values) {
+  return FloatArray(values.data(), Eigen::Index(values.size()));
+}
 
 // sum_i exp((values_i - top) * scale), `top` the largest value. Eigen's exp is vectorized, where a
 // double std::exp per token was most of a greedy row's sampling time.
@@ -48,7 +50,8 @@ float sum_exp_below(std::span<const float> values, float top, float scale) {
 int32_t argmax(std::span<const float> values) {
   const float top = as_array(values).maxCoeff();
   const auto found = std::find(values.begin(), values.end(), top);
-  return int32_t((found != values.end() ? found : std::max_element(values.begin(), values.end())) - values.begin());
+  return int32_t((found != values.end() ? found : std::max_element(values.begin(), values.end())) -
+                 values.begin());
 }
 
 }  // namespace
@@ -85,16 +88,19 @@ Sampler::Sampler(const SamplingParams& params)
   validate(params_);
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, size_t prompt_size,
-                        std::span<const int32_t> excluded) {
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
+                        size_t prompt_size, std::span<const int32_t> excluded) {
   // The rules read `scores`: the logits, or a copy with the penalties, the bias and the exclusions
   // applied (in that order, the penalties in vLLM's).
   std::span<const float> scores = logits;
-  const bool openai_penalties = params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
-  if (params_.repetition_penalty != 1.0f || openai_penalties || !params_.logit_bias.empty() || !excluded.empty()) {
+  const bool openai_penalties =
+      params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  if (params_.repetition_penalty != 1.0f || openai_penalties || !params_.logit_bias.empty() ||
+      !excluded.empty()) {
     scratch_.assign(logits.begin(), logits.end());
     if (params_.repetition_penalty != 1.0f) {
-      // CTRL-style penalty (as in transformers and vLLM): shrink positive logits, grow negative ones.
+      // CTRL-style penalty (as in transformers and vLLM): shrink positive logits, grow negative
+      // ones.
       for (const int32_t token : history) {
         if (token < 0 || size_t(token) >= scratch_.size()) continue;
         float& v = scratch_[size_t(token)];
@@ -102,7 +108,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
       }
     }
     if (openai_penalties) {
-      const std::span<const int32_t> generated = history.subspan(std::min(prompt_size, history.size()));
+      const std::span<const int32_t> generated =
+          history.subspan(std::min(prompt_size, history.size()));
       generated_.resize(scratch_.size());
       for (const int32_t token : generated) {
         if (token < 0 || size_t(token) >= scratch_.size()) continue;
@@ -120,12 +127,14 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     // The lowest finite value rather than -inf: the rules subtract the row's largest score, which
     // stays finite even if every token were excluded.
     for (const int32_t token : excluded) {
-      if (token >= 0 && size_t(token) < scratch_.size()) scratch_[size_t(token)] = std::numeric_limits<float>::lowest();
+      if (token >= 0 && size_t(token) < scratch_.size())
+        scratch_[size_t(token)] = std::numeric_limits<float>::lowest();
     }
     scores = scratch_;
   }
   if (params_.temperature == 0.0f) return argmax(scores);
-  if (params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p == 0.0f) return sample_full_distribution(scores);
+  if (params_.top_k == 0 && params_.top_p >= 1.0f && params_.min_p == 0.0f)
+    return sample_full_distribution(scores);
   return sample_truncated(scores);
 }
 
@@ -139,28 +148,33 @@ int32_t Sampler::sample_truncated(std::span<const float> scores) {
   // Top-p's mass is
   // over the top-k candidates, or over the whole vocabulary without top-k.
   const size_t keep = params_.top_k > 0 ? std::min(vocab, size_t(params_.top_k)) : vocab;
-  const double vocabulary_total = params_.top_k == 0 && params_.top_p < 1.0f
-                                      ? double(sum_exp_below(scores, top, float(inverse_temperature)))
-                                      : 0.0;
+  const double vocabulary_total =
+      params_.top_k == 0 && params_.top_p < 1.0f
+          ? double(sum_exp_below(scores, top, float(inverse_temperature)))
+          : 0.0;
   auto by_score = [&](int32_t a, int32_t b) {
-    return scores[size_t(a)] > scores[size_t(b)] || (scores[size_t(a)] == scores[size_t(b)] && a < b);
+    return scores[size_t(a)] > scores[size_t(b)] ||
+           (scores[size_t(a)] == scores[size_t(b)] && a < b);
   };
   candidates_.resize(vocab);
   std::iota(candidates_.begin(), candidates_.end(), 0);
   size_t head = std::min(keep, kFirstHead);
   size_t cut = 0;
   for (;;) {
-    std::partial_sort(candidates_.begin(), candidates_.begin() + long(head), candidates_.end(), by_score);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + long(head), candidates_.end(),
+                      by_score);
     probabilities_.resize(head);
     for (size_t i = 0; i < head; ++i) {
-      probabilities_[i] = std::exp(double(scores[size_t(candidates_[i])] - top) * inverse_temperature);
+      probabilities_[i] =
+          std::exp(double(scores[size_t(candidates_[i])] - top) * inverse_temperature);
     }
     cut = head;
     // min-p: drop tokens less likely than min_p times the most likely one.
     if (params_.min_p > 0) {
       const double threshold = params_.min_p * probabilities_[0];
       cut = size_t(std::find_if(probabilities_.begin(), probabilities_.end(),
-                                [&](double p) { return p < threshold; }) - probabilities_.begin());
+                                [&](double p) { return p < threshold; }) -
+                   probabilities_.begin());
     }
     // top-p: the smallest prefix whose mass reaches top_p.
     if (params_.top_p < 1.0f) {

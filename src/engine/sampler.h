@@ -26,7 +26,7 @@ struct SamplingParams {
   // (token, bias) added to the token's logit before the rules above (OpenAI's logit_bias, each in
   // [-100, 100]); tokens beyond the row are not in the vocabulary and take none.
   std::vector<std::pair<int32_t, float>> logit_bias;
-  std::optional<uint64_t> seed;     // unset: drawn from the system's entropy
+  std::optional<uint64_t> seed;  // unset: drawn from the system's entropy
 };
 
 // Throws Error naming the parameter when a value is out of range.
@@ -36,23 +36,25 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   // The next token. `history`: the prompt (its first `prompt_size` tokens) and the tokens generated
-  // so far, for the penalties; `excluded`: tokens that may not be drawn now (a request's stop tokens
-  // before its min_tokens, JSON mode's masked tokens). Ids beyond the row are ignored. Its log-probability, where a request
-  // wants it, is token_logprob's: under the model's distribution, before any rule.
-  int32_t sample(std::span<const float> logits, std::span<const int32_t> history, size_t prompt_size = 0,
-                 std::span<const int32_t> excluded = {});
+  // so far, for the penalties; `excluded`: tokens that may not be drawn now (a request's stop
+  // tokens before its min_tokens, JSON mode's masked tokens). Ids beyond the row are ignored. Its
+  // log-probability, where a request wants it, is token_logprob's: under the model's distribution,
+  // before any rule.
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history,
+                 size_t prompt_size = 0, std::span<const int32_t> excluded = {});
 
  private:
   int32_t sample_full_distribution(std::span<const float> scores);  // softmax at the temperature
-  int32_t sample_truncated(std::span<const float> scores);           // top-k, top-p, min-p
+  int32_t sample_truncated(std::span<const float> scores);          // top-k, top-p, min-p
 
   // Candidates top-p and min-p sort first without top-k; 8 times as many while the cut lies beyond.
   static constexpr size_t kFirstHead = 256;
 
   SamplingParams params_;
   std::mt19937_64 generator_;
-  std::vector<float> scratch_;         // the logits with the penalties, bias and exclusions applied
-  std::vector<uint8_t> generated_;     // per token id: seen among the generated tokens (all 0 between calls)
+  std::vector<float> scratch_;  // the logits with the penalties, bias and exclusions applied
+  std::vector<uint8_t>
+      generated_;  // per token id: seen among the generated tokens (all 0 between calls)
   std::vector<float> weights_;         // the full distribution's unnormalised probabilities
   std::vector<int32_t> candidates_;    // token ids, sorted by score as far as the rules need
   std::vector<double> probabilities_;  // of the sorted candidates, relative to the most likely

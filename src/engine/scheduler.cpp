@@ -106,7 +106,8 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
       ++i;
       continue;
     }
-    if (!reserve_or_preempt(sequence, 1, plan, budget)) continue;  // it left running_; i now names the next
+    if (!reserve_or_preempt(sequence, 1, plan, budget))
+      continue;  // it left running_; i now names the next
     plan.push_back({sequence, 1});
     --budget;
     ++i;
@@ -114,14 +115,13 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
   // 2. Prefill chunks of running sequences (admitted earlier, prompt not yet done).
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* sequence = running_[i];
-    const bool planned = std::any_of(plan.begin(), plan.end(),
-                                     [&](const ScheduledChunk& c) { return c.sequence == sequence; });
+    const bool planned = std::any_of(
+        plan.begin(), plan.end(), [&](const ScheduledChunk& c) { return c.sequence == sequence; });
     if (planned || sequence->uncomputed() <= 1) {
       ++i;
       continue;
     }
-    const int64_t count =
-        std::min({sequence->uncomputed(), budget, options_.prefill_chunk_tokens});
+    const int64_t count = std::min({sequence->uncomputed(), budget, options_.prefill_chunk_tokens});
     if (!reserve_or_preempt(sequence, count, plan, budget)) continue;
     plan.push_back({sequence, count});
     budget -= count;

@@ -47,9 +47,9 @@ inline int64_t max_new_tokens_per_step(const SchedulerOptions& options) {
 
 // How the scheduler reaches the prefix cache (all optional).
 struct SchedulerHooks {
-  std::function<void(Sequence&)> admit;          // before a waiting sequence's first reservation
-  std::function<bool(KvPageCounts)> reclaim;     // free cached pages until `needed` are free
-  std::function<void(Sequence&)> release;        // a sequence gave back its pages
+  std::function<void(Sequence&)> admit;       // before a waiting sequence's first reservation
+  std::function<bool(KvPageCounts)> reclaim;  // free cached pages until `needed` are free
+  std::function<void(Sequence&)> release;     // a sequence gave back its pages
 };
 
 struct ScheduledChunk {

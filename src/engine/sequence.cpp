@@ -6,11 +6,16 @@ namespace oscar {
 
 std::string_view to_string(FinishReason reason) {
   switch (reason) {
-    case FinishReason::none: return "none";
-    case FinishReason::length: return "length";
-    case FinishReason::stop: return "stop";
-    case FinishReason::cancelled: return "cancelled";
-    case FinishReason::error: return "error";
+    case FinishReason::none:
+      return "none";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::cancelled:
+      return "cancelled";
+    case FinishReason::error:
+      return "error";
   }
   return "?";
 }
@@ -24,7 +29,8 @@ Sequence::Sequence(RequestId request_id, GenerationRequest generation_request,
       sampler(request.sampling),
       stop_matcher(request.stop.stop_strings, request.stop.include_stop_string),
       arrival_time(std::chrono::steady_clock::now()) {
-  if (tokenizer != nullptr) decoder = std::make_unique<StreamingDecoder>(*tokenizer, request.skip_special_tokens);
+  if (tokenizer != nullptr)
+    decoder = std::make_unique<StreamingDecoder>(*tokenizer, request.skip_special_tokens);
   if (request.json_object) json.emplace();
 }
 

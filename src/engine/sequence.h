@@ -56,7 +56,8 @@ struct Sequence {
   // Whether a chunk from position `start` needs the logits of all its rows: it lies in the prompt
   // and the prompt is not all scored yet (prompt_logprobs requested).
   bool scores_prompt_from(int64_t start) const {
-    return request.prompt_logprobs && start < prompt_size() && int64_t(prompt_logprobs.size()) < prompt_size() - 1;
+    return request.prompt_logprobs && start < prompt_size() &&
+           int64_t(prompt_logprobs.size()) < prompt_size() - 1;
   }
 };
 

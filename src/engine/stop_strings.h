@@ -3,8 +3,8 @@
 // a stop string, and a completed stop string (and anything after it) is never released, as in
 // the OpenAI API.
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace oscar {

@@ -13,8 +13,8 @@
 namespace oscar {
 
 struct AttentionErrorMethod {
-  std::string name;                    // e.g. "oscar g128"
-  KvCacheConfig kv;                    // dtype, method, group size, clip ratios, scale format
+  std::string name;                        // e.g. "oscar g128"
+  KvCacheConfig kv;                        // dtype, method, group size, clip ratios, scale format
   const KvRotations* rotations = nullptr;  // oscar: the calibrated file (others derive their own)
   // kv.value_error_feedback: the model's value_feedback_factors (model/value_error_feedback.h).
   std::vector<float> value_feedback;
@@ -28,9 +28,8 @@ struct LayerAttentionError {
 };
 
 // `backend`: full-precision, unrotated cache. Records `tokens` and evaluates every method.
-std::vector<LayerAttentionError> evaluate_attention_error(Backend& backend,
-                                                          const std::vector<int32_t>& tokens,
-                                                          const std::vector<AttentionErrorMethod>& methods,
-                                                          int64_t query_stride = 4);
+std::vector<LayerAttentionError> evaluate_attention_error(
+    Backend& backend, const std::vector<int32_t>& tokens,
+    const std::vector<AttentionErrorMethod>& methods, int64_t query_stride = 4);
 
 }  // namespace oscar

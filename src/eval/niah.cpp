@@ -12,8 +12,10 @@ namespace oscar {
 namespace {
 
 constexpr const char* kPassKeyIntro =
-    "There is an important pass key hidden inside a lot of irrelevant text. Find it and memorize it.\n\n";
-constexpr const char* kSecretIntro = "Several secret numbers are hidden in the text below. Remember them.\n\n";
+    "There is an important pass key hidden inside a lot of irrelevant text. Find it and memorize "
+    "it.\n\n";
+constexpr const char* kSecretIntro =
+    "Several secret numbers are hidden in the text below. Remember them.\n\n";
 
 std::string random_digits(std::mt19937_64& rng, int count) {
   std::string digits;
@@ -50,7 +52,8 @@ class PromptBuilder {
     require(words_.size() >= 10, "the filler text has too few words for secret-number keys");
   }
 
-  NeedlePrompt build(NeedleFormat format, int64_t target, double depth, std::mt19937_64& rng) const {
+  NeedlePrompt build(NeedleFormat format, int64_t target, double depth,
+                     std::mt19937_64& rng) const {
     NeedlePrompt prompt;
     prompt.format = format;
     prompt.target_tokens = target;
@@ -74,17 +77,21 @@ class PromptBuilder {
         const std::string value = random_digits(rng, 4 + int(rng() % 3));
         // The asked-for needle sits at `depth`; the others at random depths.
         const double at = i == 0 ? depth : double(rng() % 1001) / 1000.0;
-        needles.emplace_back(at, "\nThe secret number for " + keys[size_t(i)] + " is " + value + ".\n");
+        needles.emplace_back(at,
+                             "\nThe secret number for " + keys[size_t(i)] + " is " + value + ".\n");
         if (i == 0) prompt.answer = value;
       }
       intro = kSecretIntro;
-      question = "\nWhat is the secret number for " + keys[0] + "? The secret number for " + keys[0] + " is ";
+      question = "\nWhat is the secret number for " + keys[0] + "? The secret number for " +
+                 keys[0] + " is ";
     }
     // Filler tokens to fill the target context, from a random offset of the corpus.
     int64_t fixed = int64_t(tokenizer_.encode(intro + question, false).size());
-    for (const auto& needle : needles) fixed += int64_t(tokenizer_.encode(needle.second, false).size());
+    for (const auto& needle : needles)
+      fixed += int64_t(tokenizer_.encode(needle.second, false).size());
     const int64_t filler_count = std::max<int64_t>(16, target - fixed);
-    require(int64_t(filler_tokens_.size()) > filler_count + 1, "not enough filler text for {} tokens", target);
+    require(int64_t(filler_tokens_.size()) > filler_count + 1,
+            "not enough filler text for {} tokens", target);
     const size_t start = size_t(rng() % (filler_tokens_.size() - size_t(filler_count)));
     std::sort(needles.begin(), needles.end());
     prompt.text = intro;
@@ -104,7 +111,8 @@ class PromptBuilder {
   // Filler tokens decoded back to text, trimmed to whole UTF-8 characters at both ends.
   std::string filler_text(size_t begin, size_t end) const {
     std::string text = tokenizer_.decode(std::span(filler_tokens_).subspan(begin, end - begin));
-    while (!text.empty() && (static_cast<unsigned char>(text.front()) & 0xc0) == 0x80) text.erase(0, 1);
+    while (!text.empty() && (static_cast<unsigned char>(text.front()) & 0xc0) == 0x80)
+      text.erase(0, 1);
     size_t cut = text.size();
     for (size_t back = 1; back <= std::min<size_t>(4, text.size()); ++back) {
       const auto byte = static_cast<unsigned char>(text[text.size() - back]);
@@ -168,7 +176,8 @@ NiahResult evaluate_niah(Engine& engine, const Tokenizer& tokenizer,
   std::vector<std::string> continuations(prompts.size());
   while (!engine.idle()) {
     for (const RequestOutput& output : engine.step()) {
-      require(output.finish_reason != FinishReason::error, "needle prompt failed: {}", output.error);
+      require(output.finish_reason != FinishReason::error, "needle prompt failed: {}",
+              output.error);
       continuations[prompt_of.at(output.id)] += output.text;
     }
   }

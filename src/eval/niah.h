@@ -19,7 +19,7 @@ struct NeedlePrompt {
   int64_t target_tokens = 0;  // the context length cell
   double depth = 0;           // where the (asked-for) needle sits, 0 = start, 1 = end of filler
   std::string text;
-  std::string answer;         // digits
+  std::string answer;  // digits
 };
 
 struct NiahOptions {
@@ -28,7 +28,8 @@ struct NiahOptions {
   int64_t prompts_per_cell = 5;  // per format
   uint64_t seed = 1;
   int64_t answer_tokens = 8;
-  bool full_precision_prefill = true;  // "bf16 prefill, then greedy decode against the quantized cache"
+  bool full_precision_prefill =
+      true;  // "bf16 prefill, then greedy decode against the quantized cache"
 };
 
 // Deterministic in options.seed; `filler_documents` supply the haystack and the key words.

@@ -27,7 +27,8 @@ PerplexityResult evaluate_perplexity(Engine& engine, const std::vector<int32_t>&
   std::vector<int64_t> counted(size_t(options.windows), 0);
   while (!engine.idle()) {
     for (const RequestOutput& output : engine.step()) {
-      require(output.finish_reason != FinishReason::error, "perplexity window failed: {}", output.error);
+      require(output.finish_reason != FinishReason::error, "perplexity window failed: {}",
+              output.error);
       const size_t w = window_of.at(output.id);
       for (const float logprob : output.prompt_logprobs) nll[w] -= logprob;
       counted[w] += int64_t(output.prompt_logprobs.size());

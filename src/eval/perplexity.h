@@ -16,10 +16,10 @@ struct PerplexityOptions {
 };
 
 struct PerplexityResult {
-  double perplexity = 0;                 // exp(mean negative log-likelihood) over every window
-  int64_t scored_tokens = 0;             // predictions scored (context_tokens - 1 per window)
-  std::vector<double> window_perplexity; // per window, for the spread
-  double window_std = 0;                 // standard deviation of window perplexities
+  double perplexity = 0;                  // exp(mean negative log-likelihood) over every window
+  int64_t scored_tokens = 0;              // predictions scored (context_tokens - 1 per window)
+  std::vector<double> window_perplexity;  // per window, for the spread
+  double window_std = 0;                  // standard deviation of window perplexities
 };
 
 // Scores the first `windows` non-overlapping windows of `tokens` (all in one batch).

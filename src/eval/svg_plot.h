@@ -8,17 +8,17 @@ namespace oscar {
 
 struct HeatMap {
   std::string title;
-  std::vector<std::string> row_labels;     // top to bottom
-  std::vector<std::string> column_labels;  // left to right
-  std::vector<std::vector<double>> values; // [row][column], in [0, 1]
+  std::vector<std::string> row_labels;      // top to bottom
+  std::vector<std::string> column_labels;   // left to right
+  std::vector<std::vector<double>> values;  // [row][column], in [0, 1]
   std::string row_axis, column_axis;
 };
 
 struct GroupedBars {
   std::string title;
-  std::vector<std::string> groups;            // x-axis categories
-  std::vector<std::string> series;            // one colour each
-  std::vector<std::vector<double>> values;    // [series][group]
+  std::vector<std::string> groups;          // x-axis categories
+  std::vector<std::string> series;          // one colour each
+  std::vector<std::vector<double>> values;  // [series][group]
   std::string value_axis;
   bool log_scale = false;
 };

@@ -100,12 +100,13 @@ void SafetensorsFile::parse() {
     require(shape_field != entry.end() && shape_field->is_array(),
             "{}: tensor {}: missing or invalid shape", path, name);
     for (const auto& dim : *shape_field) {
-      require(dim.is_number_unsigned(), "{}: tensor {}: shape entries must be non-negative integers",
-              path, name);
+      require(dim.is_number_unsigned(),
+              "{}: tensor {}: shape entries must be non-negative integers", path, name);
       view.shape.push_back(dim.get<int64_t>());
     }
-    require(offsets_field != entry.end() && offsets_field->is_array() && offsets_field->size() == 2 &&
-                (*offsets_field)[0].is_number_unsigned() && (*offsets_field)[1].is_number_unsigned(),
+    require(offsets_field != entry.end() && offsets_field->is_array() &&
+                offsets_field->size() == 2 && (*offsets_field)[0].is_number_unsigned() &&
+                (*offsets_field)[1].is_number_unsigned(),
             "{}: tensor {}: data_offsets must be two non-negative integers", path, name);
     const uint64_t begin = (*offsets_field)[0].get<uint64_t>();
     const uint64_t end = (*offsets_field)[1].get<uint64_t>();

@@ -22,7 +22,7 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const TensorView* find(const std::string& name) const;  // nullptr when absent
-  const TensorView& get(const std::string& name) const;    // throws when absent
+  const TensorView& get(const std::string& name) const;   // throws when absent
 
  private:
   explicit SafetensorsFile(MappedFile file) : file_(std::move(file)) {}

@@ -39,15 +39,20 @@ const DTypeInfo& info(DType dtype) {
 }
 
 template <typename Load>
-void convert_elements(const TensorView& tensor, std::span<float> out, size_t element_size, Load load) {
+void convert_elements(const TensorView& tensor, std::span<float> out, size_t element_size,
+                      Load load) {
   const std::byte* bytes = tensor.data.data();
   for (size_t i = 0; i < out.size(); ++i) out[i] = load(bytes + i * element_size);
 }
 
 }  // namespace
 
-size_t dtype_size_bytes(DType dtype) { return info(dtype).size_bytes; }
-std::string_view dtype_name(DType dtype) { return info(dtype).name; }
+size_t dtype_size_bytes(DType dtype) {
+  return info(dtype).size_bytes;
+}
+std::string_view dtype_name(DType dtype) {
+  return info(dtype).name;
+}
 
 bool parse_dtype(std::string_view name, DType* dtype) {
   for (const auto& entry : kDTypes) {
@@ -103,7 +108,8 @@ void convert_to_float(const TensorView& tensor, std::span<float> out) {
       });
       return;
     default:
-      fail("tensor {}: dtype {} is not a floating-point type", tensor.name, dtype_name(tensor.dtype));
+      fail("tensor {}: dtype {} is not a floating-point type", tensor.name,
+           dtype_name(tensor.dtype));
   }
 }
 

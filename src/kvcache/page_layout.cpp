@@ -32,19 +32,20 @@ PageLayout make_page_layout(const KvCacheConfig& config, int64_t num_kv_heads, i
   l.code_bytes_per_row = head_dim * l.bits / 8;
   const int64_t channel_groups = head_dim / l.group_size;
   l.value_param_pairs_per_head = l.page_size_tokens * channel_groups;
-  l.key_param_pairs_per_head = l.keys_per_channel
-                                   ? (l.page_size_tokens / l.group_size) * head_dim
-                                   : l.value_param_pairs_per_head;
+  l.key_param_pairs_per_head = l.keys_per_channel ? (l.page_size_tokens / l.group_size) * head_dim
+                                                  : l.value_param_pairs_per_head;
   const int64_t codes_bytes = num_kv_heads * l.page_size_tokens * l.code_bytes_per_row;
   l.key_codes_offset = 0;
   l.key_params_offset = codes_bytes;
-  l.value_codes_offset = l.key_params_offset + num_kv_heads * l.key_param_pairs_per_head * l.param_bytes;
+  l.value_codes_offset =
+      l.key_params_offset + num_kv_heads * l.key_param_pairs_per_head * l.param_bytes;
   l.value_params_offset = l.value_codes_offset + codes_bytes;
   l.quantized_page_bytes =
       l.value_params_offset + num_kv_heads * l.value_param_pairs_per_head * l.param_bytes;
   // Keep every page 16-byte aligned so kernels can use vector loads.
   l.quantized_page_bytes = (l.quantized_page_bytes + 15) / 16 * 16;
-  if (config.has_band()) l.band_page_bytes = make_band_layout(config, num_kv_heads, head_dim).quantized_page_bytes;
+  if (config.has_band())
+    l.band_page_bytes = make_band_layout(config, num_kv_heads, head_dim).quantized_page_bytes;
   return l;
 }
 
@@ -133,8 +134,9 @@ KvPageCounts capacity_for_bytes(const KvCacheConfig& config, const PageLayout& l
     pages.band = std::min(per_layer / 4 / layout.band_page_bytes,
                           band_pages(config, num_sequences, step_tokens));
   }
-  pages.quantized = (per_layer - pages.full * layout.full_page_bytes - pages.band * layout.band_page_bytes) /
-                    layout.quantized_page_bytes;
+  pages.quantized =
+      (per_layer - pages.full * layout.full_page_bytes - pages.band * layout.band_page_bytes) /
+      layout.quantized_page_bytes;
   return pages;
 }
 

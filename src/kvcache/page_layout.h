@@ -31,8 +31,8 @@ struct PageLayout {
   int64_t group_size = 0;
   bool keys_per_channel = false;
   ParamFormat param_format = ParamFormat::f16;
-  int64_t param_bytes = 4;             // one (scale, zero) pair
-  int64_t code_bytes_per_row = 0;      // one token of one head
+  int64_t param_bytes = 4;         // one (scale, zero) pair
+  int64_t code_bytes_per_row = 0;  // one token of one head
   int64_t key_param_pairs_per_head = 0;
   int64_t value_param_pairs_per_head = 0;
   int64_t key_codes_offset = 0;
@@ -58,10 +58,11 @@ struct PageLayout {
   constexpr int64_t value_codes(int64_t kv_head, int64_t slot) const {
     return value_codes_offset + (kv_head * page_size_tokens + slot) * code_bytes_per_row;
   }
-  // Per-token key params: `group` indexes channel groups. Per-channel (KIVI): `group` is the channel.
+  // Per-token key params: `group` indexes channel groups. Per-channel (KIVI): `group` is the
+  // channel.
   constexpr int64_t key_params(int64_t kv_head, int64_t slot, int64_t group) const {
-    const int64_t row = keys_per_channel ? (slot / group_size) * head_dim
-                                         : slot * (head_dim / group_size);
+    const int64_t row =
+        keys_per_channel ? (slot / group_size) * head_dim : slot * (head_dim / group_size);
     return key_params_offset + (kv_head * key_param_pairs_per_head + row + group) * param_bytes;
   }
   constexpr int64_t value_params(int64_t kv_head, int64_t slot, int64_t group) const {
@@ -102,7 +103,8 @@ KvPageCounts capacity_for_bytes(const KvCacheConfig& config, const PageLayout& l
                                 int64_t num_layers, int64_t bytes, int64_t num_sequences,
                                 int64_t step_tokens);
 
-// Bits per stored K/V element: bytes actually allocated * 8 / (tokens * kv_heads * D * 2), per layer.
+// Bits per stored K/V element: bytes actually allocated * 8 / (tokens * kv_heads * D * 2), per
+// layer.
 double bits_per_element(const PageLayout& layout, const KvPageCounts& pages, int64_t num_tokens);
 
 }  // namespace oscar

@@ -15,7 +15,7 @@ class PagePool {
 
   std::optional<int32_t> allocate();  // reference count 1, or nothing when the pool is empty
   void retain(int32_t page);
-  void release(int32_t page);         // the page returns to the pool when its count reaches 0
+  void release(int32_t page);  // the page returns to the pool when its count reaches 0
 
   int32_t capacity() const { return int32_t(ref_counts_.size()); }
   int32_t free_pages() const { return int32_t(free_list_.size()); }
@@ -40,9 +40,13 @@ struct KvPagePools {
   PagePool band = PagePool(0);
 
   explicit KvPagePools(const KvPageCounts& capacity)
-      : full(int32_t(capacity.full)), quantized(int32_t(capacity.quantized)), band(int32_t(capacity.band)) {}
+      : full(int32_t(capacity.full)),
+        quantized(int32_t(capacity.quantized)),
+        band(int32_t(capacity.band)) {}
   KvPagePools(PagePool full_pages, PagePool quantized_pages, PagePool band_pages = PagePool(0))
-      : full(std::move(full_pages)), quantized(std::move(quantized_pages)), band(std::move(band_pages)) {}
+      : full(std::move(full_pages)),
+        quantized(std::move(quantized_pages)),
+        band(std::move(band_pages)) {}
   bool can_allocate(const KvPageCounts& needed) const {
     return needed.full <= full.free_pages() && needed.quantized <= quantized.free_pages() &&
            needed.band <= band.free_pages();

@@ -12,7 +12,9 @@ bool page_overlaps(int64_t page, int64_t page_size, int64_t begin, int64_t end) 
   return begin < end && page * page_size < end && (page + 1) * page_size > begin;
 }
 
-int64_t pages_for(int64_t tokens, int64_t page_size) { return (tokens + page_size - 1) / page_size; }
+int64_t pages_for(int64_t tokens, int64_t page_size) {
+  return (tokens + page_size - 1) / page_size;
+}
 
 }  // namespace
 
@@ -23,7 +25,8 @@ bool SequencePages::needs_full(int64_t page, int64_t num_tokens, const KvCacheCo
          page_overlaps(page, c.page_size_tokens, qend, num_tokens);
 }
 
-bool SequencePages::needs_quantized(int64_t page, int64_t num_tokens, const KvCacheConfig& c) const {
+bool SequencePages::needs_quantized(int64_t page, int64_t num_tokens,
+                                    const KvCacheConfig& c) const {
   const int64_t qend = quantized_end(c, num_tokens, full_precision_until_);
   return page_overlaps(page, c.page_size_tokens, c.sink_tokens, qend);
 }
@@ -38,13 +41,15 @@ bool SequencePages::needs_band(int64_t page, int64_t num_tokens, const KvCacheCo
 bool SequencePages::full_during_step(int64_t page, int64_t count, const KvCacheConfig& c) const {
   const int64_t after = num_tokens_ + count;
   return page_overlaps(page, c.page_size_tokens, 0, std::min(c.sink_tokens, after)) ||
-         page_overlaps(page, c.page_size_tokens, quantized_end(c, num_tokens_, full_precision_until_), after);
+         page_overlaps(page, c.page_size_tokens,
+                       quantized_end(c, num_tokens_, full_precision_until_), after);
 }
 
 bool SequencePages::band_during_step(int64_t page, int64_t count, const KvCacheConfig& c) const {
   const int64_t after = num_tokens_ + count;
   return c.has_band() &&
-         page_overlaps(page, c.page_size_tokens, band_step_begin(c, num_tokens_, after, full_precision_until_),
+         page_overlaps(page, c.page_size_tokens,
+                       band_step_begin(c, num_tokens_, after, full_precision_until_),
                        quantized_end(c, after, full_precision_until_));
 }
 
@@ -64,11 +69,13 @@ bool SequencePages::reserve(int64_t count, const KvCacheConfig& c, KvPagePools& 
   require(count >= 0, "cannot reserve {} tokens", count);
   if (!pools.can_allocate(pages_needed(count, c))) return false;
   const int64_t after = num_tokens_ + count;
-  pages_.resize(size_t(std::max<int64_t>(int64_t(pages_.size()), pages_for(after, c.page_size_tokens))));
+  pages_.resize(
+      size_t(std::max<int64_t>(int64_t(pages_.size()), pages_for(after, c.page_size_tokens))));
   for (int64_t p = 0; p < int64_t(pages_.size()); ++p) {
     LogicalPage& page = pages_[size_t(p)];
     if (full_during_step(p, count, c) && page.full < 0) page.full = *pools.full.allocate();
-    if (needs_quantized(p, after, c) && page.quantized < 0) page.quantized = *pools.quantized.allocate();
+    if (needs_quantized(p, after, c) && page.quantized < 0)
+      page.quantized = *pools.quantized.allocate();
     if (band_during_step(p, count, c) && page.band < 0) page.band = *pools.band.allocate();
   }
   return true;

@@ -26,7 +26,8 @@ struct LogicalPage {
 class SequencePages {
  public:
   SequencePages() = default;
-  explicit SequencePages(int64_t full_precision_until) : full_precision_until_(full_precision_until) {}
+  explicit SequencePages(int64_t full_precision_until)
+      : full_precision_until_(full_precision_until) {}
 
   int64_t num_tokens() const { return num_tokens_; }
   int64_t full_precision_until() const { return full_precision_until_; }

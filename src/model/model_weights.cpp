@@ -23,7 +23,8 @@ struct TensorSpec {
 std::vector<TensorSpec> tensor_specs(ModelWeights& weights) {
   const ModelConfig& c = weights.config;
   std::vector<TensorSpec> specs;
-  specs.push_back({"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, &weights.embed_tokens});
+  specs.push_back(
+      {"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, &weights.embed_tokens});
   specs.push_back({"model.norm.weight", {c.hidden_size}, &weights.final_norm});
   if (!c.block.tie_word_embeddings) {
     specs.push_back({"lm_head.weight", {c.vocab_size, c.hidden_size}, &weights.lm_head});
@@ -33,10 +34,14 @@ std::vector<TensorSpec> tensor_specs(ModelWeights& weights) {
     LayerWeights& layer = weights.layers[size_t(i)];
     const std::string prefix = fmt::format("model.layers.{}.", i);
     specs.push_back({prefix + "input_layernorm.weight", {c.hidden_size}, &layer.input_norm});
-    specs.push_back({prefix + "self_attn.q_proj.weight", {c.q_dim(), c.hidden_size}, &layer.q_proj});
-    specs.push_back({prefix + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden_size}, &layer.k_proj});
-    specs.push_back({prefix + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden_size}, &layer.v_proj});
-    specs.push_back({prefix + "self_attn.o_proj.weight", {c.hidden_size, c.q_dim()}, &layer.o_proj});
+    specs.push_back(
+        {prefix + "self_attn.q_proj.weight", {c.q_dim(), c.hidden_size}, &layer.q_proj});
+    specs.push_back(
+        {prefix + "self_attn.k_proj.weight", {c.kv_dim(), c.hidden_size}, &layer.k_proj});
+    specs.push_back(
+        {prefix + "self_attn.v_proj.weight", {c.kv_dim(), c.hidden_size}, &layer.v_proj});
+    specs.push_back(
+        {prefix + "self_attn.o_proj.weight", {c.hidden_size, c.q_dim()}, &layer.o_proj});
     if (c.block.qk_norm) {
       specs.push_back({prefix + "self_attn.q_norm.weight", {c.head_dim}, &layer.q_norm});
       specs.push_back({prefix + "self_attn.k_norm.weight", {c.head_dim}, &layer.k_norm});
@@ -111,11 +116,13 @@ ModelWeights load_model(const std::string& model_dir) {
       path = it->second;
     } else {
       const auto located = locations.find(spec.name);
-      require(located != locations.end(), "{}/model.safetensors.index.json: tensor {} is not listed",
-              model_dir, spec.name);
+      require(located != locations.end(),
+              "{}/model.safetensors.index.json: tensor {} is not listed", model_dir, spec.name);
       path = located->second;
-      require(file_exists(path), "{}/model.safetensors.index.json: tensor {} is listed in {}, "
-              "which does not exist", model_dir, spec.name, path);
+      require(file_exists(path),
+              "{}/model.safetensors.index.json: tensor {} is listed in {}, "
+              "which does not exist",
+              model_dir, spec.name, path);
     }
     const SafetensorsFile* file = open_file(path);
     const TensorView* view = file->find(spec.name);

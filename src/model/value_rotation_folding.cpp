@@ -22,7 +22,7 @@ void fold_value_rotation(const ModelConfig& config, const KvRotations& rotations
     for (int64_t g = 0; g < config.group_size(); ++g) {
       const int64_t head = kv_head * config.group_size() + g;
       Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>> w_o(o_proj + head * d, hidden, d,
-                                                        Eigen::OuterStride<>(q_dim));
+                                                         Eigen::OuterStride<>(q_dim));
       w_o = (w_o.cast<double>() * r).cast<float>();
     }
   }

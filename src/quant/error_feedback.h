@@ -33,16 +33,18 @@ std::vector<float> key_feedback_factor(std::span<const float> eigenvalues_decrea
 
 // The factors of every (layer, KV head), [layers][kv_heads][D][D], from the key eigenvalues of a
 // rotations file (`oscar calibrate` writes them); both backends round with these.
-std::vector<float> key_feedback_factors(const KvRotations& rotations, double damping = kKeyFeedbackDamping);
+std::vector<float> key_feedback_factors(const KvRotations& rotations,
+                                        double damping = kKeyFeedbackDamping);
 
-// Rounds one row of D channels (a rotated key, or a value) with error feedback: channel j takes the code
-// clamp(rint((running - zero) * (1 / scale))) of its group's `params` (groups of `group_size`
+// Rounds one row of D channels (a rotated key, or a value) with error feedback: channel j takes the
+// code clamp(rint((running - zero) * (1 / scale))) of its group's `params` (groups of `group_size`
 // channels) for its running value, and its error (running - code * scale - zero) is subtracted from
 // channels l > j times G[j][l]. Multiplying by the reciprocal instead of dividing (as quantize_code
 // does) can move a value lying within a rounding error of a midpoint to the other code; it keeps a
 // division, and its latency, out of the 128 dependent steps (the GPU's migration waits on them).
 // `dequantized` receives each channel's code * scale + zero (quantize_group recovers the codes).
-void round_with_feedback(std::span<const float> row, std::span<const GroupParams> params, int group_size,
-                             int bits, std::span<const float> factor, std::span<float> dequantized);
+void round_with_feedback(std::span<const float> row, std::span<const GroupParams> params,
+                         int group_size, int bits, std::span<const float> factor,
+                         std::span<float> dequantized);
 
 }  // namespace oscar

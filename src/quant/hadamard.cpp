@@ -9,7 +9,9 @@
 
 namespace oscar {
 
-bool is_power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+bool is_power_of_two(int64_t n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
 
 std::vector<double> hadamard_matrix(int64_t n) {
   require(is_power_of_two(n), "Hadamard rotation needs a power-of-two size, got {}", n);
@@ -30,8 +32,9 @@ std::vector<int64_t> bit_reversal_permutation(const std::vector<double>& eigenva
   std::vector<int64_t> order(static_cast<size_t>(d));
   std::iota(order.begin(), order.end(), 0);
   // Decreasing eigenvalue; ties broken by index so the result is deterministic.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return eigenvalues[size_t(a)] > eigenvalues[size_t(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return eigenvalues[size_t(a)] > eigenvalues[size_t(b)];
+  });
   std::vector<int64_t> perm(static_cast<size_t>(d));
   for (int64_t i = 0; i < d; ++i) perm[size_t(bit_reverse(i, bits))] = order[size_t(i)];
   return perm;

@@ -1,6 +1,6 @@
 #pragma once
-// The normalised Walsh-Hadamard matrix H of size n (n a power of two): H[i][j] = (-1)^popcount(i & j)
-// / sqrt(n). It is symmetric and orthogonal (H H^T = I), so it is its own inverse.
+// The normalised Walsh-Hadamard matrix H of size n (n a power of two): H[i][j] = (-1)^popcount(i &
+// j) / sqrt(n). It is symmetric and orthogonal (H H^T = I), so it is its own inverse.
 #include <cstdint>
 #include <vector>
 

@@ -15,7 +15,8 @@ void rotate(const float* x, int64_t tokens, int64_t d, const float* r, bool tran
     std::fill(out.begin(), out.end(), 0.0);
     for (int64_t i = 0; i < d; ++i) {
       const double xi = x[t * d + i];
-      for (int64_t j = 0; j < d; ++j) out[size_t(j)] += xi * (transpose ? r[j * d + i] : r[i * d + j]);
+      for (int64_t j = 0; j < d; ++j)
+        out[size_t(j)] += xi * (transpose ? r[j * d + i] : r[i * d + j]);
     }
     for (int64_t j = 0; j < d; ++j) y[t * d + j] = float(out[size_t(j)]);
   }
@@ -30,14 +31,15 @@ void round_trip_per_token(float* rows, int64_t tokens, int64_t d, const RowCodec
     choose_row_params(row, c.group_size, c.bits, c.clip, c.param_format, params);
     if (c.feedback != nullptr) {
       round_with_feedback(row, params, c.group_size, c.bits, std::span(c.feedback, size_t(d * d)),
-                              dequantized);
+                          dequantized);
       std::copy(dequantized.begin(), dequantized.end(), rows + t * d);
       continue;
     }
     for (int64_t g = 0; g < d / c.group_size; ++g) {
-      quantize_group(row.subspan(size_t(g * c.group_size), size_t(c.group_size)), params[size_t(g)], c.bits,
-                     codes.data());
-      dequantize_group(codes.data(), 0, c.group_size, params[size_t(g)], c.bits, rows + t * d + g * c.group_size);
+      quantize_group(row.subspan(size_t(g * c.group_size), size_t(c.group_size)), params[size_t(g)],
+                     c.bits, codes.data());
+      dequantize_group(codes.data(), 0, c.group_size, params[size_t(g)], c.bits,
+                       rows + t * d + g * c.group_size);
     }
   }
 }

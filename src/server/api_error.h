@@ -8,7 +8,10 @@ namespace oscar {
 class ApiError : public std::runtime_error {
  public:
   ApiError(int status, std::string type, const std::string& message, std::string param = {})
-      : std::runtime_error(message), status_(status), type_(std::move(type)), param_(std::move(param)) {}
+      : std::runtime_error(message),
+        status_(status),
+        type_(std::move(type)),
+        param_(std::move(param)) {}
 
   int status() const { return status_; }
   const std::string& type() const { return type_; }

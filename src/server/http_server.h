@@ -26,7 +26,8 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  HttpServer(EngineService& service, ServerMetrics& metrics, ServedModel model, HttpServerOptions options);
+  HttpServer(EngineService& service, ServerMetrics& metrics, ServedModel model,
+             HttpServerOptions options);
   ~HttpServer();
 
   // Binds (throws Error when the address is taken), then serves until stop().

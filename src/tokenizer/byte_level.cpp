@@ -12,7 +12,8 @@ const std::array<char32_t, 256>& byte_to_unicode() {
     std::array<char32_t, 256> t{};
     char32_t next = 256;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+      const bool printable =
+          (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
       t[size_t(b)] = printable ? char32_t(b) : next++;
     }
     return t;

@@ -30,7 +30,8 @@ void decompose(char32_t c, std::u32string& out) {
 }
 
 char32_t compose(char32_t first, char32_t second) {
-  if (first >= kLBase && first < kLBase + kLCount && second >= kVBase && second < kVBase + kVCount) {
+  if (first >= kLBase && first < kLBase + kLCount && second >= kVBase &&
+      second < kVBase + kVCount) {
     return kSBase + ((first - kLBase) * kVCount + (second - kVBase)) * kTCount;
   }
   if (first >= kSBase && first < kSBase + kSCount && (first - kSBase) % kTCount == 0 &&
@@ -56,8 +57,9 @@ std::u32string to_nfc(const std::u32string& text) {
     }
     size_t end = i;
     while (end < decomposed.size() && combining_class(decomposed[end]) != 0) ++end;
-    std::stable_sort(decomposed.begin() + long(i), decomposed.begin() + long(end),
-                     [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
+    std::stable_sort(
+        decomposed.begin() + long(i), decomposed.begin() + long(end),
+        [](char32_t a, char32_t b) { return combining_class(a) < combining_class(b); });
     i = end;
   }
   // Canonical composition.
@@ -68,7 +70,8 @@ std::u32string to_nfc(const std::u32string& text) {
   for (const char32_t c : decomposed) {
     const uint8_t c_class = combining_class(c);
     if (starter >= 0) {
-      const bool blocked = out.size() > size_t(starter) + 1 && (last_class == 0 || last_class >= c_class);
+      const bool blocked =
+          out.size() > size_t(starter) + 1 && (last_class == 0 || last_class >= c_class);
       if (!blocked) {
         const char32_t composite = compose(out[size_t(starter)], c);
         if (composite != 0) {

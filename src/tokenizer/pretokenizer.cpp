@@ -12,10 +12,16 @@ constexpr std::string_view kQwen2 =
 constexpr std::string_view kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
-bool is_newline(char32_t c) { return c == '\r' || c == '\n'; }
-bool is_symbol(char32_t c) { return !is_whitespace(c) && !is_letter(c) && !is_number(c); }
+bool is_newline(char32_t c) {
+  return c == '\r' || c == '\n';
+}
+bool is_symbol(char32_t c) {
+  return !is_whitespace(c) && !is_letter(c) && !is_number(c);
+}
 
-char32_t lower_ascii(char32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+char32_t lower_ascii(char32_t c) {
+  return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
 
 class Matcher {
  public:
@@ -131,7 +137,8 @@ std::optional<SplitPattern> recognise_split_pattern(std::string_view regex) {
   return std::nullopt;
 }
 
-std::vector<std::pair<size_t, size_t>> split_pretokens(std::u32string_view text, SplitPattern pattern) {
+std::vector<std::pair<size_t, size_t>> split_pretokens(std::u32string_view text,
+                                                       SplitPattern pattern) {
   const Matcher matcher(text, pattern);
   std::vector<std::pair<size_t, size_t>> pieces;
   for (size_t i = 0; i < text.size();) {

@@ -19,6 +19,7 @@ enum class SplitPattern { gpt2, qwen2, llama3 };
 std::optional<SplitPattern> recognise_split_pattern(std::string_view regex);
 
 // Splits text (code points) into pre-tokens, returned as [begin, end) index pairs.
-std::vector<std::pair<size_t, size_t>> split_pretokens(std::u32string_view text, SplitPattern pattern);
+std::vector<std::pair<size_t, size_t>> split_pretokens(std::u32string_view text,
+                                                       SplitPattern pattern);
 
 }  // namespace oscar

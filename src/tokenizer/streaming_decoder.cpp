@@ -12,10 +12,14 @@ constexpr std::string_view kReplacement = "\xef\xbf\xbd";  // U+FFFD
 bool is_valid_prefix(std::string_view text, size_t i) {
   const auto lead = static_cast<unsigned char>(text[i]);
   size_t length = 0;
-  if (lead >= 0xc2 && lead <= 0xdf) length = 2;
-  else if (lead >= 0xe0 && lead <= 0xef) length = 3;
-  else if (lead >= 0xf0 && lead <= 0xf4) length = 4;
-  else return false;
+  if (lead >= 0xc2 && lead <= 0xdf)
+    length = 2;
+  else if (lead >= 0xe0 && lead <= 0xef)
+    length = 3;
+  else if (lead >= 0xf0 && lead <= 0xf4)
+    length = 4;
+  else
+    return false;
   if (text.size() - i >= length) return false;  // complete length available, so it was invalid
   for (size_t k = i + 1; k < text.size(); ++k) {
     if ((static_cast<unsigned char>(text[k]) & 0xc0) != 0x80) return false;
@@ -42,7 +46,9 @@ std::string StreamingDecoder::push(int32_t token) {
   return take_complete(false);
 }
 
-std::string StreamingDecoder::flush() { return take_complete(true); }
+std::string StreamingDecoder::flush() {
+  return take_complete(true);
+}
 
 std::string StreamingDecoder::take_complete(bool final) {
   std::string out;

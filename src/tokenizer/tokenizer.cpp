@@ -31,7 +31,9 @@ Tokenizer Tokenizer::load(const std::string& model_dir) {
   return load_from_file(model_dir + "/tokenizer.json");
 }
 
-Tokenizer Tokenizer::load_from_file(const std::string& path) { return parse(read_file(path), path); }
+Tokenizer Tokenizer::load_from_file(const std::string& path) {
+  return parse(read_file(path), path);
+}
 
 Tokenizer Tokenizer::parse(std::string_view json_text, const std::string& source_name) {
   const TokenizerDefinition definition = parse_tokenizer_json(json_text, source_name);
@@ -50,7 +52,8 @@ Tokenizer Tokenizer::parse(std::string_view json_text, const std::string& source
   }
   for (int b = 0; b < 256; ++b) {
     const auto it = t.vocabulary_.find(std::string(1, char(b)));
-    require(it != t.vocabulary_.end(), "{}: model.vocab has no token for byte 0x{:02x}", source_name, b);
+    require(it != t.vocabulary_.end(), "{}: model.vocab has no token for byte 0x{:02x}",
+            source_name, b);
     t.byte_ids_[size_t(b)] = it->second;
   }
   for (size_t rank = 0; rank < definition.merges.size(); ++rank) {
@@ -72,8 +75,9 @@ Tokenizer Tokenizer::parse(std::string_view json_text, const std::string& source
     t.special_[size_t(added.id)] = added.special;
     t.added_tokens_.push_back({added.content, added.id, added.special, added.lstrip, added.rstrip});
   }
-  std::stable_sort(t.added_tokens_.begin(), t.added_tokens_.end(),
-                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+  std::stable_sort(
+      t.added_tokens_.begin(), t.added_tokens_.end(),
+      [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
   t.prefix_ids_ = definition.prefix_ids;
   t.suffix_ids_ = definition.suffix_ids;
   return t;
@@ -98,9 +102,11 @@ std::optional<int32_t> Tokenizer::token_id(std::string_view token) const {
   return it->second;
 }
 
-const Tokenizer::AddedToken* Tokenizer::added_token_at(std::string_view text, size_t position) const {
+const Tokenizer::AddedToken* Tokenizer::added_token_at(std::string_view text,
+                                                       size_t position) const {
   for (const auto& added : added_tokens_) {
-    if (!added.content.empty() && text.compare(position, added.content.size(), added.content) == 0) {
+    if (!added.content.empty() &&
+        text.compare(position, added.content.size(), added.content) == 0) {
       return &added;
     }
   }
@@ -125,7 +131,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     }
     size_t segment_end = i;
     if (added->lstrip) {
-      while (segment_end > segment_start && is_whitespace(char32_t(text[segment_end - 1]))) --segment_end;
+      while (segment_end > segment_start && is_whitespace(char32_t(text[segment_end - 1])))
+        --segment_end;
     }
     encode_text(text.substr(segment_start, segment_end - segment_start), ids);
     ids.push_back(added->id);
@@ -175,7 +182,8 @@ void Tokenizer::encode_word(std::string_view bytes, std::vector<int32_t>& out) c
   while (symbols.size() > 1) {
     int32_t best_rank = std::numeric_limits<int32_t>::max();
     for (size_t i = 0; i + 1 < symbols.size(); ++i) {
-      const auto it = merges_.find((uint64_t(uint32_t(symbols[i])) << 32) | uint32_t(symbols[i + 1]));
+      const auto it =
+          merges_.find((uint64_t(uint32_t(symbols[i])) << 32) | uint32_t(symbols[i + 1]));
       if (it != merges_.end()) best_rank = std::min(best_rank, it->second.rank);
     }
     if (best_rank == std::numeric_limits<int32_t>::max()) break;
@@ -183,7 +191,8 @@ void Tokenizer::encode_word(std::string_view bytes, std::vector<int32_t>& out) c
     merged.reserve(symbols.size());
     for (size_t i = 0; i < symbols.size(); ++i) {
       if (i + 1 < symbols.size()) {
-        const auto it = merges_.find((uint64_t(uint32_t(symbols[i])) << 32) | uint32_t(symbols[i + 1]));
+        const auto it =
+            merges_.find((uint64_t(uint32_t(symbols[i])) << 32) | uint32_t(symbols[i + 1]));
         if (it != merges_.end() && it->second.rank == best_rank) {
           merged.push_back(it->second.merged);
           ++i;

@@ -61,7 +61,7 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t> vocabulary_;  // raw bytes -> id (BPE model)
   std::unordered_map<uint64_t, MergeRule> merges_;       // (left id << 32 | right id) -> rule
   std::array<int32_t, 256> byte_ids_{};
-  std::vector<AddedToken> added_tokens_;  // longest content first
+  std::vector<AddedToken> added_tokens_;          // longest content first
   std::vector<int32_t> prefix_ids_, suffix_ids_;  // post-processor template around a single text
   SplitPattern pattern_ = SplitPattern::qwen2;
   bool normalize_nfc_ = false;

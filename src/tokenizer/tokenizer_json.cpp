@@ -14,7 +14,8 @@ using nlohmann::json;
 
 constexpr int64_t kMaxTokenId = 1 << 24;
 
-const json& field(const json& object, const char* key, const std::string& source, const std::string& path) {
+const json& field(const json& object, const char* key, const std::string& source,
+                  const std::string& path) {
   require(object.is_object(), "{}: {} must be an object", source, path);
   const auto it = object.find(key);
   require(it != object.end(), "{}: missing field {}.{}", source, path, key);
@@ -55,7 +56,8 @@ void check_byte_level(const json& step, bool expect_regex, const std::string& so
   require(!flag(step, "add_prefix_space", false, source, "pre_tokenizer.ByteLevel"),
           "{}: pre_tokenizer ByteLevel with add_prefix_space = true is not supported", source);
   require(flag(step, "use_regex", true, source, "pre_tokenizer.ByteLevel") == expect_regex,
-          "{}: pre_tokenizer ByteLevel use_regex = {} is not supported here", source, !expect_regex);
+          "{}: pre_tokenizer ByteLevel use_regex = {} is not supported here", source,
+          !expect_regex);
 }
 
 SplitPattern parse_pre_tokenizer(const json& pre, const std::string& source) {
@@ -89,10 +91,11 @@ SplitPattern parse_pre_tokenizer(const json& pre, const std::string& source) {
   return *recognised;
 }
 
-std::string vocabulary_bytes(const std::string& entry, const std::string& source, const char* where) {
+std::string vocabulary_bytes(const std::string& entry, const std::string& source,
+                             const char* where) {
   const auto bytes = unicode_to_bytes(entry);
-  require(bytes.has_value(), "{}: {} entry {} is not byte-level (ByteLevel alphabet)", source, where,
-          json(entry).dump());
+  require(bytes.has_value(), "{}: {} entry {} is not byte-level (ByteLevel alphabet)", source,
+          where, json(entry).dump());
   return *bytes;
 }
 
@@ -104,8 +107,9 @@ void parse_model(const json& model, const std::string& source, TokenizerDefiniti
           "{}: model.byte_fallback = true is not supported", source);
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const auto it = model.find(key);
-    require(it == model.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty()),
-            "{}: model.{} is not supported", source, key);
+    require(
+        it == model.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty()),
+        "{}: model.{} is not supported", source, key);
   }
   d.ignore_merges = flag(model, "ignore_merges", false, source, "model");
   const json& vocab = field(model, "vocab", source, "model");
@@ -155,10 +159,9 @@ void parse_added_tokens(const json& root, const std::string& source, TokenizerDe
             "{}: {}.id must be an id in [0, {})", source, path, kMaxTokenId);
     require(content.is_string() && !content.get<std::string>().empty(),
             "{}: {}.content must be a non-empty string", source, path);
-    d.added_tokens.push_back({content.get<std::string>(), id.get<int32_t>(),
-                              flag(token, "special", false, source, path),
-                              flag(token, "lstrip", false, source, path),
-                              flag(token, "rstrip", false, source, path)});
+    d.added_tokens.push_back(
+        {content.get<std::string>(), id.get<int32_t>(), flag(token, "special", false, source, path),
+         flag(token, "lstrip", false, source, path), flag(token, "rstrip", false, source, path)});
   }
 }
 
@@ -173,7 +176,8 @@ void parse_post_processor(const json& post, const std::string& source, Tokenizer
     }
     return;
   }
-  require(type == "TemplateProcessing", "{}: post_processor type {} is not supported", source, type);
+  require(type == "TemplateProcessing", "{}: post_processor type {} is not supported", source,
+          type);
   const json& single = field(post, "single", source, "post_processor");
   const json& specials = field(post, "special_tokens", source, "post_processor");
   require(single.is_array(), "{}: post_processor.single must be a list", source);
@@ -191,7 +195,8 @@ void parse_post_processor(const json& post, const std::string& source, Tokenizer
     require(entry != specials.end() && entry->contains("ids") && (*entry)["ids"].is_array(),
             "{}: post_processor.special_tokens has no ids for {}", source, name);
     for (const auto& id : (*entry)["ids"]) {
-      require(id.is_number_integer(), "{}: post_processor.special_tokens[{}].ids must be integers", source, name);
+      require(id.is_number_integer(), "{}: post_processor.special_tokens[{}].ids must be integers",
+              source, name);
       (seen_text ? d.suffix_ids : d.prefix_ids).push_back(id.get<int32_t>());
     }
   }
@@ -224,8 +229,10 @@ TokenizerDefinition parse_tokenizer_json(std::string_view json_text, const std::
   int64_t max_id = -1;
   for (const auto& [bytes, id] : d.vocabulary) max_id = std::max<int64_t>(max_id, id);
   for (const auto& added : d.added_tokens) max_id = std::max<int64_t>(max_id, added.id);
-  for (const int32_t id : d.prefix_ids) require(id >= 0 && id <= max_id, "{}: post_processor id {} is not a token", source, id);
-  for (const int32_t id : d.suffix_ids) require(id >= 0 && id <= max_id, "{}: post_processor id {} is not a token", source, id);
+  for (const int32_t id : d.prefix_ids)
+    require(id >= 0 && id <= max_id, "{}: post_processor id {} is not a token", source, id);
+  for (const int32_t id : d.suffix_ids)
+    require(id >= 0 && id <= max_id, "{}: post_processor id {} is not a token", source, id);
   return d;
 }
 

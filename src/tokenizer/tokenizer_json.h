@@ -23,8 +23,8 @@ struct TokenizerDefinition {
   SplitPattern pattern = SplitPattern::qwen2;
   bool normalize_nfc = false;
   bool ignore_merges = false;
-  std::vector<std::pair<std::string, int32_t>> vocabulary;         // raw bytes -> id
-  std::vector<std::pair<std::string, std::string>> merges;         // raw bytes, by rank
+  std::vector<std::pair<std::string, int32_t>> vocabulary;  // raw bytes -> id
+  std::vector<std::pair<std::string, std::string>> merges;  // raw bytes, by rank
   std::vector<AddedToken> added_tokens;
   std::vector<int32_t> prefix_ids, suffix_ids;  // post-processor template of a single text
 };

@@ -28,7 +28,8 @@ size_t utf8_sequence_length(std::string_view text, size_t i) {
     if ((byte(i + k) & 0xc0) != 0x80) return 0;
     code_point = (code_point << 6) | (byte(i + k) & 0x3f);
   }
-  if (code_point < minimum || code_point > 0x10ffff || (code_point >= 0xd800 && code_point <= 0xdfff)) {
+  if (code_point < minimum || code_point > 0x10ffff ||
+      (code_point >= 0xd800 && code_point <= 0xdfff)) {
     return 0;
   }
   return length;

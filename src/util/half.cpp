@@ -21,7 +21,7 @@ uint16_t float_to_fp16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   const uint16_t sign = uint16_t((bits >> 16) & 0x8000u);
   const uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (magnitude > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (magnitude >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow to infinity
   if (magnitude < 0x38800000u) {
     // Result is subnormal in fp16: round value / 2^-24 to the nearest integer (ties to even).

@@ -6,7 +6,9 @@
 
 namespace oscar {
 
-inline float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(uint32_t(bits) << 16); }
+inline float bf16_to_float(uint16_t bits) {
+  return std::bit_cast<float>(uint32_t(bits) << 16);
+}
 
 inline uint16_t float_to_bf16(float value) {
   uint32_t bits = std::bit_cast<uint32_t>(value);
@@ -15,11 +17,15 @@ inline uint16_t float_to_bf16(float value) {
   return uint16_t(bits >> 16);
 }
 
-inline float round_to_bf16(float value) { return bf16_to_float(float_to_bf16(value)); }
+inline float round_to_bf16(float value) {
+  return bf16_to_float(float_to_bf16(value));
+}
 
 float fp16_to_float(uint16_t bits);
 uint16_t float_to_fp16(float value);
 
-inline float round_to_fp16(float value) { return fp16_to_float(float_to_fp16(value)); }
+inline float round_to_fp16(float value) {
+  return fp16_to_float(float_to_fp16(value));
+}
 
 }  // namespace oscar

@@ -4,6 +4,8 @@
 
 namespace oscar {
 
-std::string to_hex(uint64_t value) { return fmt::format("{:016x}", value); }
+std::string to_hex(uint64_t value) {
+  return fmt::format("{:016x}", value);
+}
 
 }  // namespace oscar

@@ -40,9 +40,10 @@ void ProgressBar::draw(bool final_line) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double rate = seconds > 0 ? double(done_) / seconds : 0.0;
-  const std::string bar = std::string(size_t(filled), '#') + std::string(size_t(kWidth - filled), '.');
-  const std::string line = fmt::format("{} [{}] {}/{} {} ({:.0f} {}/s, {:.1f} s)", label_, bar, done_,
-                                       total_, unit_, rate, unit_, seconds);
+  const std::string bar =
+      std::string(size_t(filled), '#') + std::string(size_t(kWidth - filled), '.');
+  const std::string line = fmt::format("{} [{}] {}/{} {} ({:.0f} {}/s, {:.1f} s)", label_, bar,
+                                       done_, total_, unit_, rate, unit_, seconds);
   if (terminal_) {
     fmt::print(stderr, "\r{}{}", line, final_line ? "\n" : "");
   } else {

@@ -1,6 +1,6 @@
 // The CPU backend under the decode rule: prefill in any chunking, token-by-token decode and a full
-// re-forward all give bit-identical logits, for every KV format; and folding the value rotation into
-// the weights changes nothing but rounding.
+// re-forward all give bit-identical logits, for every KV format; and folding the value rotation
+// into the weights changes nothing but rounding.
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
@@ -196,7 +196,8 @@ TEST(ValueErrorFeedback, FactorDecorrelatesTheFoldedOutputProjection) {
     Eigen::MatrixXd w(config.hidden_size, d);
     const int64_t first_column = (kv_head * config.group_size() + g) * d;
     for (int64_t r = 0; r < config.hidden_size; ++r)
-      for (int64_t c = 0; c < d; ++c) w(r, c) = o_proj[size_t(r * config.q_dim() + first_column + c)];
+      for (int64_t c = 0; c < d; ++c)
+        w(r, c) = o_proj[size_t(r * config.q_dim() + first_column + c)];
     m += w.transpose() * w;
   }
   m.diagonal().array() += kValueFeedbackDamping * m.diagonal().mean();

@@ -21,7 +21,8 @@ struct ReferenceCase {
 };
 
 std::vector<ReferenceCase> load_cases() {
-  const auto root = nlohmann::json::parse(read_file(testing::testbed_reference("logits-cases.json")));
+  const auto root =
+      nlohmann::json::parse(read_file(testing::testbed_reference("logits-cases.json")));
   std::vector<ReferenceCase> cases;
   for (const auto& c : root["cases"]) {
     cases.push_back({c["prompt_ids"].get<std::vector<int32_t>>(),
@@ -33,7 +34,9 @@ std::vector<ReferenceCase> load_cases() {
 
 class CpuReferenceLogits : public ::testing::TestWithParam<KvDtype> {
  protected:
-  static void SetUpTestSuite() { weights_ = new ModelWeights(load_model(testing::testbed_model_dir())); }
+  static void SetUpTestSuite() {
+    weights_ = new ModelWeights(load_model(testing::testbed_model_dir()));
+  }
   static void TearDownTestSuite() { delete weights_; }
   static ModelWeights* weights_;
 };
@@ -68,7 +71,8 @@ TEST_P(CpuReferenceLogits, MatchesTransformersAndGreedyContinuation) {
         max_abs = std::max(max_abs, std::abs(expected[v]));
         max_diff = std::max(max_diff, std::abs(expected[v] - actual[v]));
       }
-      EXPECT_LE(max_diff, 2e-3f * max_abs) << "prompt of " << c.prompt.size() << " tokens, row " << i;
+      EXPECT_LE(max_diff, 2e-3f * max_abs)
+          << "prompt of " << c.prompt.size() << " tokens, row " << i;
     }
     // Greedy continuation through single-token decode steps.
     std::vector<int32_t> generated;
@@ -86,8 +90,10 @@ TEST_P(CpuReferenceLogits, MatchesTransformersAndGreedyContinuation) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KvDtypes, CpuReferenceLogits, ::testing::Values(KvDtype::f32, KvDtype::bf16),
-                         [](const auto& case_info) { return std::string(to_string(case_info.param)); });
+INSTANTIATE_TEST_SUITE_P(KvDtypes, CpuReferenceLogits,
+                         ::testing::Values(KvDtype::f32, KvDtype::bf16), [](const auto& case_info) {
+                           return std::string(to_string(case_info.param));
+                         });
 
 }  // namespace
 }  // namespace oscar

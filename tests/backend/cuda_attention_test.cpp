@@ -35,7 +35,8 @@ struct AttentionCase {
   int query_group;  // query heads per KV head
   double tolerance;
   int64_t sink_tokens = 64;
-  int page_size_tokens = 64;  // super-tiles are 64 (INT2) or 32 (INT4) tokens: other sizes put one across pages
+  int page_size_tokens =
+      64;  // super-tiles are 64 (INT2) or 32 (INT4) tokens: other sizes put one across pages
   int64_t band_tokens = 0;
 };
 
@@ -47,8 +48,8 @@ struct HostArenas {
 // Reference: float64 softmax(q . k / sqrt(D)) v over the page bytes, dequantized by group_codec.
 std::vector<double> reference_attention(const PageLayout& layout, const PageLayout& band_layout,
                                         const KvCacheConfig& kv, const HostArenas& arenas,
-                                        const std::vector<LogicalPage>& pages, int64_t t, const float* queries,
-                                        int num_kv_heads, int group) {
+                                        const std::vector<LogicalPage>& pages, int64_t t,
+                                        const float* queries, int num_kv_heads, int group) {
   const int64_t d = layout.head_dim;
   const int64_t boundary = quantized_end(kv, t + 1), band_start = band_begin(kv, t + 1);
   std::vector<double> out(size_t(num_kv_heads * group * d), 0.0);
@@ -75,8 +76,10 @@ std::vector<double> reference_attention(const PageLayout& layout, const PageLayo
       } else {
         const std::byte* base = arenas.full.data() + page.full * layout.full_page_bytes;
         for (int64_t c = 0; c < d; ++c) {
-          key[size_t(c)] = bf16_to_float(reinterpret_cast<const uint16_t*>(base + layout.full_key_offset(h, slot))[c]);
-          value[size_t(c)] = bf16_to_float(reinterpret_cast<const uint16_t*>(base + layout.full_value_offset(h, slot))[c]);
+          key[size_t(c)] = bf16_to_float(
+              reinterpret_cast<const uint16_t*>(base + layout.full_key_offset(h, slot))[c]);
+          value[size_t(c)] = bf16_to_float(
+              reinterpret_cast<const uint16_t*>(base + layout.full_value_offset(h, slot))[c]);
         }
       }
       keys.push_back(key);
@@ -104,8 +107,9 @@ std::vector<double> reference_attention(const PageLayout& layout, const PageLayo
 // Rewrites the key of every position [0, last] of a sequence, in each of its storages (bf16,
 // quantized, band), as the constant vector z * (1, ..., 1) with z rising linearly from 0 at
 // position 0 to `top` at `last`: quantized keys as all-zero codes under a group zero point of z.
-void write_rising_keys(const KvCacheConfig& kv, const PageLayout& layout, const PageLayout& band_layout,
-                       HostArenas& arenas, const std::vector<LogicalPage>& pages, int64_t last, int num_kv_heads,
+void write_rising_keys(const KvCacheConfig& kv, const PageLayout& layout,
+                       const PageLayout& band_layout, HostArenas& arenas,
+                       const std::vector<LogicalPage>& pages, int64_t last, int num_kv_heads,
                        float top) {
   const int64_t d = layout.head_dim;
   for (int64_t j = 0; j <= last; ++j) {
@@ -113,17 +117,20 @@ void write_rising_keys(const KvCacheConfig& kv, const PageLayout& layout, const 
     const LogicalPage page = pages[size_t(j / layout.page_size_tokens)];
     const int64_t slot = j % layout.page_size_tokens;
     for (int h = 0; h < num_kv_heads; ++h) {
-      auto* full = reinterpret_cast<uint16_t*>(arenas.full.data() + page.full * layout.full_page_bytes +
-                                               layout.full_key_offset(h, slot));
+      auto* full =
+          reinterpret_cast<uint16_t*>(arenas.full.data() + page.full * layout.full_page_bytes +
+                                      layout.full_key_offset(h, slot));
       for (int64_t c = 0; c < d; ++c) full[c] = float_to_bf16(z);
       for (const bool banded : {false, true}) {
         if (banded ? !kv.has_band() : layout.bits == 0) continue;
         const PageLayout& l = banded ? band_layout : layout;
-        auto* base = reinterpret_cast<uint8_t*>(banded ? arenas.band.data() + page.band * l.quantized_page_bytes
-                                                       : arenas.quantized.data() + page.quantized * l.quantized_page_bytes);
+        auto* base = reinterpret_cast<uint8_t*>(
+            banded ? arenas.band.data() + page.band * l.quantized_page_bytes
+                   : arenas.quantized.data() + page.quantized * l.quantized_page_bytes);
         std::memset(base + l.key_codes(h, slot), 0, size_t(d * l.bits / 8));
         for (int64_t g = 0; g < d / l.group_size; ++g) {
-          store_params(params_for_range(z, z, l.bits, l.param_format), l.param_format, base + l.key_params(h, slot, g));
+          store_params(params_for_range(z, z, l.bits, l.param_format), l.param_format,
+                       base + l.key_params(h, slot, g));
         }
       }
     }
@@ -158,7 +165,8 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   kv.band_tokens = a.band_tokens;
   const int num_kv_heads = 2, d = 128;
   const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
-  const PageLayout band_layout = kv.has_band() ? make_band_layout(kv, num_kv_heads, d) : PageLayout{};
+  const PageLayout band_layout =
+      kv.has_band() ? make_band_layout(kv, num_kv_heads, d) : PageLayout{};
   // Each sequence's pages cover its last query row's position.
   std::vector<int64_t> last_position(cached.size());
   int64_t page_count = 0, row_count = 0;
@@ -168,11 +176,14 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
     row_count += step_tokens[s];
   }
   DeviceBuffer<std::byte> full(size_t(page_count * layout.full_page_bytes));
-  DeviceBuffer<std::byte> quantized(size_t(std::max<int64_t>(1, page_count * layout.quantized_page_bytes)));
-  DeviceBuffer<std::byte> band(size_t(std::max<int64_t>(1, page_count * band_layout.quantized_page_bytes)));
-  launch_fill_kv_noise(layout, full.data(), page_count, layout.bits > 0 ? quantized.data() : nullptr, page_count, 11,
-                       nullptr);
-  if (kv.has_band()) launch_fill_kv_noise(band_layout, nullptr, 0, band.data(), page_count, 13, nullptr);
+  DeviceBuffer<std::byte> quantized(
+      size_t(std::max<int64_t>(1, page_count * layout.quantized_page_bytes)));
+  DeviceBuffer<std::byte> band(
+      size_t(std::max<int64_t>(1, page_count * band_layout.quantized_page_bytes)));
+  launch_fill_kv_noise(layout, full.data(), page_count,
+                       layout.bits > 0 ? quantized.data() : nullptr, page_count, 11, nullptr);
+  if (kv.has_band())
+    launch_fill_kv_noise(band_layout, nullptr, 0, band.data(), page_count, 13, nullptr);
   std::vector<int32_t> band_ids(static_cast<size_t>(page_count));
   std::iota(band_ids.begin(), band_ids.end(), 0);
   std::shuffle(band_ids.begin(), band_ids.end(), std::mt19937(4));
@@ -186,16 +197,20 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   size_t next_id = 0;
   for (size_t s = 0; s < cached.size(); ++s) {
     for (int64_t p = 0; p <= last_position[s] / kv.page_size_tokens; ++p, ++next_id) {
-      tables[s].push_back({ids[next_id], layout.bits > 0 ? ids[page_count - 1 - int64_t(next_id)] : -1,
+      tables[s].push_back({ids[next_id],
+                           layout.bits > 0 ? ids[page_count - 1 - int64_t(next_id)] : -1,
                            kv.has_band() ? band_ids[next_id] : -1});
     }
     sequences[s].attach_prefix(tables[s], cached[s]);
   }
-  HostArenas arenas{to_host(full, full.size()), to_host(quantized, quantized.size()), to_host(band, band.size())};
+  HostArenas arenas{to_host(full, full.size()), to_host(quantized, quantized.size()),
+                    to_host(band, band.size())};
   if (score_rise > 0) {
-    const float top = float(score_rise * std::sqrt(double(d)) / d);  // a query's channels sum to about d
+    const float top =
+        float(score_rise * std::sqrt(double(d)) / d);  // a query's channels sum to about d
     for (size_t s = 0; s < cached.size(); ++s) {
-      write_rising_keys(kv, layout, band_layout, arenas, tables[s], last_position[s], num_kv_heads, top);
+      write_rising_keys(kv, layout, band_layout, arenas, tables[s], last_position[s], num_kv_heads,
+                        top);
     }
     upload(arenas.full, full);
     upload(arenas.quantized, quantized);
@@ -203,7 +218,8 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   }
   int64_t first_token = 0;
   for (size_t s = 0; s < cached.size(); ++s) {
-    steps.push_back({std::span(&tokens[size_t(first_token)], size_t(step_tokens[s])), &sequences[s], false});
+    steps.push_back(
+        {std::span(&tokens[size_t(first_token)], size_t(step_tokens[s])), &sequences[s], false});
     first_token += step_tokens[s];
   }
   StepPlanShape shape{num_kv_heads, a.query_group, kernel == Kernel::decode,
@@ -229,7 +245,8 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   const auto queries = random_floats(size_t(row_count * q_width), 12, score_rise > 0 ? -1.f : -2.f,
                                      score_rise > 0 ? 3.f : 2.f);
   const auto d_queries = to_device(queries);
-  DeviceBuffer<float> partials(size_t(plan.partial_records * partial_record_floats(a.query_group, d)));
+  DeviceBuffer<float> partials(
+      size_t(plan.partial_records * partial_record_floats(a.query_group, d)));
   const DeviceBuffer<float> d_q8 = make_q8_scale_table();
   AttentionArgs args;
   args.layout = layout;
@@ -257,26 +274,29 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
                          int64_t(plan.band_dequantize.size()), args.q8_scales, scratch.data(),
                          nullptr);
     args.scratch_pages = scratch.data();
-    launch_prefill_attention(args, int64_t(plan.block_items.size()),
-                             make_page_tensor_map(full.data(), page_count, layout),
-                             make_page_tensor_map(scratch.data(), std::max<int64_t>(1, plan.scratch_pages()), layout),
-                             nullptr);
+    launch_prefill_attention(
+        args, int64_t(plan.block_items.size()),
+        make_page_tensor_map(full.data(), page_count, layout),
+        make_page_tensor_map(scratch.data(), std::max<int64_t>(1, plan.scratch_pages()), layout),
+        nullptr);
   } else if (kernel == Kernel::float_block) {
     launch_float_block_attention(args, float_block_attention_resident_blocks(), nullptr);
   } else {
-    launch_decode_attention(args, decode_grid > 0 ? decode_grid : decode_attention_resident_blocks(layout), nullptr);
+    launch_decode_attention(
+        args, decode_grid > 0 ? decode_grid : decode_attention_resident_blocks(layout), nullptr);
   }
   DeviceBuffer<__nv_bfloat16> out(size_t(row_count * q_width));
   DeviceBuffer<float> out_float(out.size());
-  launch_attention_combine(device_step.combine(), row_count, plan.max_splits(), partials.data(), num_kv_heads,
-                           a.query_group, d, out.data(), out_float.data(), nullptr);
+  launch_attention_combine(device_step.combine(), row_count, plan.max_splits(), partials.data(),
+                           num_kv_heads, a.query_group, d, out.data(), out_float.data(), nullptr);
   const auto actual = to_host(out_float, out_float.size());
   int64_t row = 0;
   for (size_t s = 0; s < cached.size(); ++s) {
     double worst = 0.0;
     for (int64_t t = cached[s]; t <= last_position[s]; ++t, ++row) {
-      const auto expected = reference_attention(layout, band_layout, kv, arenas, tables[s], t,
-                                                queries.data() + row * q_width, num_kv_heads, a.query_group);
+      const auto expected =
+          reference_attention(layout, band_layout, kv, arenas, tables[s], t,
+                              queries.data() + row * q_width, num_kv_heads, a.query_group);
       const std::vector<float> got(actual.begin() + ptrdiff_t(row * q_width),
                                    actual.begin() + ptrdiff_t((row + 1) * q_width));
       const double error = relative_error(expected, got);
@@ -284,7 +304,8 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
       EXPECT_LE(error, tolerance) << "sequence " << s << ", position " << t;
     }
     std::printf("[ %s ] context %lld, %lld rows: largest relative error %.2e\n", a.name,
-                static_cast<long long>(cached[s] + 1), static_cast<long long>(step_tokens[s]), worst);
+                static_cast<long long>(cached[s] + 1), static_cast<long long>(step_tokens[s]),
+                worst);
   }
 }
 
@@ -315,8 +336,9 @@ TEST_P(CudaDecodeAttention, LongSplitsMatchFloat64Reference) {
 // Scores that rise by 30 (natural log units) along a row, in splits of 4096 positions (the plan
 // would cut this one row into pieces of 256, a single INT2 super-tile per warp): each warp takes
 // every fourth tile of a piece, over which its scores rise by about 20 (log2 units), so the running
-// max is raised several times inside its share, each time past the kernel's slack of 4, with weights
-// up to 2^4 between raises; the rescales of what was accumulated are checked against float64.
+// max is raised several times inside its share, each time past the kernel's slack of 4, with
+// weights up to 2^4 between raises; the rescales of what was accumulated are checked against
+// float64.
 TEST_P(CudaDecodeAttention, RisingScoresMatchFloat64Reference) {
   expect_attention_matches_reference(GetParam(), {9001}, {1}, Kernel::decode, /*decode_grid=*/0,
                                      /*split_tokens=*/kLongestDecodeSplit, /*score_rise=*/30.0);
@@ -324,34 +346,35 @@ TEST_P(CudaDecodeAttention, RisingScoresMatchFloat64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Formats, CudaDecodeAttention,
-    ::testing::Values(AttentionCase{"bf16_gqa4", KvDtype::bf16, 128, ParamFormat::f16, 4, 2e-3},
-                      AttentionCase{"bf16_gqa8", KvDtype::bf16, 128, ParamFormat::f16, 8, 2e-3},
-                      AttentionCase{"int2_g128_f16_gqa4", KvDtype::int2, 128, ParamFormat::f16, 4, 5e-3},
-                      AttentionCase{"int2_g64_bf16_gqa1", KvDtype::int2, 64, ParamFormat::bf16, 1, 5e-3},
-                      AttentionCase{"int2_g64_q8_gqa4", KvDtype::int2, 64, ParamFormat::q8, 4, 5e-3},
-                      AttentionCase{"int2_g32_q8_gqa8", KvDtype::int2, 32, ParamFormat::q8, 8, 5e-3},
-                      AttentionCase{"int2_g128_q8_gqa8", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3},
-                      AttentionCase{"int2_g128_q8_gqa4_sink4_page48", KvDtype::int2, 128, ParamFormat::q8, 4, 5e-3, 4,
-                                    48},
-                      AttentionCase{"int2_g64_f16_gqa4_sink40_page16", KvDtype::int2, 64, ParamFormat::f16, 4, 5e-3, 40,
-                                    16},
-                      AttentionCase{"int4_g128_f16_gqa4", KvDtype::int4, 128, ParamFormat::f16, 4, 5e-3},
-                      AttentionCase{"int4_g64_q8_gqa8", KvDtype::int4, 64, ParamFormat::q8, 8, 5e-3},
-                      AttentionCase{"int4_g128_bf16_gqa4_sink40_page16", KvDtype::int4, 128, ParamFormat::bf16, 4, 5e-3,
-                                    40, 16},
-                      AttentionCase{"int4_g32_f16_gqa4", KvDtype::int4, 32, ParamFormat::f16, 4, 5e-3},
-                      // The band's INT4 items beside the INT2 super-tile path (whole pages, pages
-                      // across super-tiles) and the word-load path.
-                      AttentionCase{"int2_g128_q8_gqa8_band300", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3, 64, 64,
-                                    300},
-                      AttentionCase{"int2_g64_bf16_gqa4_band500", KvDtype::int2, 64, ParamFormat::bf16, 4, 5e-3, 64, 64,
-                                    500},
-                      AttentionCase{"int2_g128_f16_gqa1_sink4_page48_band200", KvDtype::int2, 128, ParamFormat::f16, 1,
-                                    5e-3, 4, 48, 200},
-                      AttentionCase{"int2_g64_q8_gqa4_sink40_page16_band100", KvDtype::int2, 64, ParamFormat::q8, 4,
-                                    5e-3, 40, 16, 100},
-                      AttentionCase{"int2_g32_f16_gqa4_band768", KvDtype::int2, 32, ParamFormat::f16, 4, 5e-3, 64, 64,
-                                    768}),
+    ::testing::Values(
+        AttentionCase{"bf16_gqa4", KvDtype::bf16, 128, ParamFormat::f16, 4, 2e-3},
+        AttentionCase{"bf16_gqa8", KvDtype::bf16, 128, ParamFormat::f16, 8, 2e-3},
+        AttentionCase{"int2_g128_f16_gqa4", KvDtype::int2, 128, ParamFormat::f16, 4, 5e-3},
+        AttentionCase{"int2_g64_bf16_gqa1", KvDtype::int2, 64, ParamFormat::bf16, 1, 5e-3},
+        AttentionCase{"int2_g64_q8_gqa4", KvDtype::int2, 64, ParamFormat::q8, 4, 5e-3},
+        AttentionCase{"int2_g32_q8_gqa8", KvDtype::int2, 32, ParamFormat::q8, 8, 5e-3},
+        AttentionCase{"int2_g128_q8_gqa8", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3},
+        AttentionCase{"int2_g128_q8_gqa4_sink4_page48", KvDtype::int2, 128, ParamFormat::q8, 4,
+                      5e-3, 4, 48},
+        AttentionCase{"int2_g64_f16_gqa4_sink40_page16", KvDtype::int2, 64, ParamFormat::f16, 4,
+                      5e-3, 40, 16},
+        AttentionCase{"int4_g128_f16_gqa4", KvDtype::int4, 128, ParamFormat::f16, 4, 5e-3},
+        AttentionCase{"int4_g64_q8_gqa8", KvDtype::int4, 64, ParamFormat::q8, 8, 5e-3},
+        AttentionCase{"int4_g128_bf16_gqa4_sink40_page16", KvDtype::int4, 128, ParamFormat::bf16, 4,
+                      5e-3, 40, 16},
+        AttentionCase{"int4_g32_f16_gqa4", KvDtype::int4, 32, ParamFormat::f16, 4, 5e-3},
+        // The band's INT4 items beside the INT2 super-tile path (whole pages, pages
+        // across super-tiles) and the word-load path.
+        AttentionCase{"int2_g128_q8_gqa8_band300", KvDtype::int2, 128, ParamFormat::q8, 8, 5e-3, 64,
+                      64, 300},
+        AttentionCase{"int2_g64_bf16_gqa4_band500", KvDtype::int2, 64, ParamFormat::bf16, 4, 5e-3,
+                      64, 64, 500},
+        AttentionCase{"int2_g128_f16_gqa1_sink4_page48_band200", KvDtype::int2, 128,
+                      ParamFormat::f16, 1, 5e-3, 4, 48, 200},
+        AttentionCase{"int2_g64_q8_gqa4_sink40_page16_band100", KvDtype::int2, 64, ParamFormat::q8,
+                      4, 5e-3, 40, 16, 100},
+        AttentionCase{"int2_g32_f16_gqa4_band768", KvDtype::int2, 32, ParamFormat::f16, 4, 5e-3, 64,
+                      64, 768}),
     case_name<AttentionCase>);
 
 class CudaPrefillAttention : public CudaCases<AttentionCase> {};

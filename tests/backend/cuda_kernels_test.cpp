@@ -28,7 +28,8 @@ namespace {
 TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
   for (const int64_t width : {512, 4096, 5120}) {
     const int64_t rows = 5;
-    auto hidden = random_floats(size_t(rows * width), 1), delta = random_floats(size_t(rows * width), 2);
+    auto hidden = random_floats(size_t(rows * width), 1),
+         delta = random_floats(size_t(rows * width), 2);
     const auto weight = random_floats(size_t(width), 3, 0.5f, 1.5f);
     auto d_hidden = to_device(hidden);
     const auto d_delta = to_device(delta), d_weight = to_device(weight);
@@ -37,18 +38,22 @@ TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
     const bool mapped = width == 5120;
     const int64_t out_rows = mapped ? int64_t(row_map.size()) : rows;
     DeviceBuffer<__nv_bfloat16> out(size_t(out_rows * width));
-    launch_add_rms_norm(d_hidden.data(), d_delta.data(), mapped ? d_row_map.data() : nullptr, out_rows, width,
-                        d_weight.data(), 1e-6f, out.data(), nullptr);
+    launch_add_rms_norm(d_hidden.data(), d_delta.data(), mapped ? d_row_map.data() : nullptr,
+                        out_rows, width, d_weight.data(), 1e-6f, out.data(), nullptr);
     std::vector<float> normed(hidden.size());
     for (int64_t r = 0; r < out_rows; ++r) {
       const int64_t source = mapped ? row_map[size_t(r)] : r;
-      for (int64_t i = 0; i < width; ++i) hidden[size_t(source * width + i)] += delta[size_t(source * width + i)];
-      rms_norm(&hidden[size_t(source * width)], 1, width, weight.data(), 1e-6, &normed[size_t(r * width)]);
+      for (int64_t i = 0; i < width; ++i)
+        hidden[size_t(source * width + i)] += delta[size_t(source * width + i)];
+      rms_norm(&hidden[size_t(source * width)], 1, width, weight.data(), 1e-6,
+               &normed[size_t(r * width)]);
     }
     normed.resize(size_t(out_rows * width));
     const std::vector<uint16_t> bits = bf16_bits(out, normed.size());
-    EXPECT_LE(relative_error(widen(hidden), to_host(d_hidden, hidden.size())), 1e-6) << "width " << width;
-    EXPECT_LE(relative_error(widen(normed), floats_of_bf16(bits)), 4e-3) << "width " << width;  // bf16 output
+    EXPECT_LE(relative_error(widen(hidden), to_host(d_hidden, hidden.size())), 1e-6)
+        << "width " << width;
+    EXPECT_LE(relative_error(widen(normed), floats_of_bf16(bits)), 4e-3)
+        << "width " << width;  // bf16 output
   }
 }
 
@@ -56,7 +61,8 @@ TEST_F(CudaKernels, AddRmsNormMatchesCpu) {
 TEST_F(CudaKernels, SwigluMatchesCpu) {
   const int64_t rows = 3, inner = 3000;
   const auto gate_up = random_floats(size_t(rows * 2 * inner), 4, -4.f, 4.f);
-  std::vector<float> gate(size_t(rows * inner)), up(size_t(rows * inner)), expected(size_t(rows * inner));
+  std::vector<float> gate(size_t(rows * inner)), up(size_t(rows * inner)),
+      expected(size_t(rows * inner));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < inner; ++i) {
       gate[size_t(r * inner + i)] = gate_up[size_t(r * 2 * inner + gate_column(i))];
@@ -77,7 +83,8 @@ TEST_F(CudaKernels, GemmMatchesFloat64) {
   const int64_t outputs = 770;
   for (const int64_t inputs : {1024, 1056}) {
     for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17, 24, 25, 32, 33}) {
-      const auto x = random_bf16(size_t(rows * inputs), 5), w = random_bf16(size_t(outputs * inputs), 6, -0.05f, 0.05f);
+      const auto x = random_bf16(size_t(rows * inputs), 5),
+                 w = random_bf16(size_t(outputs * inputs), 6, -0.05f, 0.05f);
       std::vector<double> expected(size_t(rows * outputs), 0.0);
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t o = 0; o < outputs; ++o)
@@ -91,11 +98,12 @@ TEST_F(CudaKernels, GemmMatchesFloat64) {
       const auto* xs = reinterpret_cast<const __nv_bfloat16*>(d_x.data());
       const auto* ws = reinterpret_cast<const __nv_bfloat16*>(d_w.data());
       gemm.linear(xs, rows, ws, outputs, inputs, y.data());
-      EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5) << rows << " x " << inputs;  // float sums
+      EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5)
+          << rows << " x " << inputs;  // float sums
       gemm.linear(xs, rows, ws, outputs, inputs, y.data(), /*accumulate=*/true);
       for (double& e : expected) e *= 2;
-      EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5) << rows << " x " << inputs
-                                                                          << ", accumulated";
+      EXPECT_LE(relative_error(expected, to_host(y, expected.size())), 1e-5)
+          << rows << " x " << inputs << ", accumulated";
     }
   }
 }
@@ -107,8 +115,10 @@ TEST_F(CudaKernels, GemmMatchesFloat64) {
 TEST_F(CudaKernels, GemmSwigluMatchesUnfusedAndCpu) {
   const int64_t inner = 388, inputs = 1056, outputs = 2 * inner;
   for (const int64_t rows : {1, 2, 3, 8, 9, 16, 17, 29, 33}) {
-    const auto x = random_bf16(size_t(rows * inputs), 15), w = random_bf16(size_t(outputs * inputs), 16, -0.05f, 0.05f);
-    std::vector<float> gate(size_t(rows * inner)), up(size_t(rows * inner)), expected(size_t(rows * inner));
+    const auto x = random_bf16(size_t(rows * inputs), 15),
+               w = random_bf16(size_t(outputs * inputs), 16, -0.05f, 0.05f);
+    std::vector<float> gate(size_t(rows * inner)), up(size_t(rows * inner)),
+        expected(size_t(rows * inner));
     for (int64_t r = 0; r < rows; ++r) {
       for (int64_t i = 0; i < inner; ++i) {
         double g = 0, u = 0;
@@ -151,7 +161,8 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
   for (const auto& [rows, norms_and_rotation] :
        {std::pair<int64_t, bool>{3, true}, {3, false}, {21, true}, {75, true}, {75, false}}) {
     const auto qkv = random_floats(size_t(rows * stride), 7, -3.f, 3.f);
-    const auto q_norm = random_floats(size_t(d), 8, 0.5f, 1.5f), k_norm = random_floats(size_t(d), 9, 0.5f, 1.5f);
+    const auto q_norm = random_floats(size_t(d), 8, 0.5f, 1.5f),
+               k_norm = random_floats(size_t(d), 9, 0.5f, 1.5f);
     const auto rotation = random_floats(size_t(kv_heads * d * d), 10, -0.2f, 0.2f);
     std::vector<float> inverse(size_t(d / 2));
     for (int i = 0; i < d / 2; ++i) inverse[size_t(i)] = float(std::pow(1e6, -2.0 * i / d));
@@ -176,7 +187,8 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
       }
       for (int h = 0; h < heads + kv_heads; ++h) {
         float* x = &expected[size_t(r * stride + h * d)];
-        if (norms_and_rotation) rms_norm(x, 1, d, h < heads ? q_norm.data() : k_norm.data(), 1e-6, x);
+        if (norms_and_rotation)
+          rms_norm(x, 1, d, h < heads ? q_norm.data() : k_norm.data(), 1e-6, x);
         for (int i = 0; i < d / 2; ++i) {
           const float a = x[i], b = x[i + d / 2];
           x[i] = a * c[size_t(i)] - b * s[size_t(i)];
@@ -187,7 +199,8 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
         const float* x = &expected[size_t(r * stride + head_offset * d)];
         if (!norms_and_rotation) return double(x[j]);
         double sum = 0;
-        for (int i = 0; i < d; ++i) sum += double(x[i]) * rotation[size_t((kv_head * d + i) * d + j)];
+        for (int i = 0; i < d; ++i)
+          sum += double(x[i]) * rotation[size_t((kv_head * d + i) * d + j)];
         return sum;
       };
       for (int h = 0; h < heads; ++h) {
@@ -201,15 +214,23 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
       }
     }
     auto d_qkv = to_device(qkv);
-    const auto d_q_norm = to_device(q_norm), d_k_norm = to_device(k_norm), d_inverse = to_device(inverse);
+    const auto d_q_norm = to_device(q_norm), d_k_norm = to_device(k_norm),
+               d_inverse = to_device(inverse);
     const auto d_rotation = to_device(rotation);
     const auto d_rows = to_device(row_records);
     const auto d_page_table = to_device(page_table);
     DeviceBuffer<std::byte> pages(size_t(rows * layout.full_page_bytes));
     DeviceBuffer<float> rotated_queries(size_t(rows * heads * d));
-    QkNormRopeArgs rope{d_qkv.data(), stride, heads, kv_heads, d, d_rows.data(),
+    QkNormRopeArgs rope{d_qkv.data(),
+                        stride,
+                        heads,
+                        kv_heads,
+                        d,
+                        d_rows.data(),
                         norms_and_rotation ? d_q_norm.data() : nullptr,
-                        norms_and_rotation ? d_k_norm.data() : nullptr, 1e-6f, d_inverse.data()};
+                        norms_and_rotation ? d_k_norm.data() : nullptr,
+                        1e-6f,
+                        d_inverse.data()};
     launch_qk_norm_rope(rope, rows, nullptr);
     KvWriteArgs args;
     args.qkv = d_qkv.data();
@@ -231,7 +252,8 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
     }
     EXPECT_LE(relative_error(widen(expected), actual), 1e-5)
         << rows << " rows: q and k in place, norms " << norms_and_rotation;
-    EXPECT_LE(relative_error(expected_queries, to_host(rotated_queries, expected_queries.size())), 1e-5)
+    EXPECT_LE(relative_error(expected_queries, to_host(rotated_queries, expected_queries.size())),
+              1e-5)
         << rows << " rows: rotated queries, rotation " << norms_and_rotation;
     const auto page_bytes = to_host(pages, pages.size());
     std::vector<float> keys, values;
@@ -246,7 +268,8 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
         }
       }
     }
-    EXPECT_LE(relative_error(expected_keys, keys), 4e-3) << rows << " rows: keys, rotation " << norms_and_rotation;
+    EXPECT_LE(relative_error(expected_keys, keys), 4e-3)
+        << rows << " rows: keys, rotation " << norms_and_rotation;
     EXPECT_LE(relative_error(expected_values, values), 4e-3) << rows << " rows: values";  // bf16
   }
 }

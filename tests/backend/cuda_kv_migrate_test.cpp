@@ -1,5 +1,5 @@
-// Migration of tokens out of the recent window on the GPU against the CPU store; skips without a GPU.
-// Exact: the same codes and parameters, bit for bit.
+// Migration of tokens out of the recent window on the GPU against the CPU store; skips without a
+// GPU. Exact: the same codes and parameters, bit for bit.
 #include <gtest/gtest.h>
 
 #ifdef OSCAR_HAVE_CUDA
@@ -34,22 +34,24 @@ struct MigrateCase {
 // Every quantized value of positions [begin, end) of one layer, keys then values per head and
 // position, dequantized on the host with group_codec from the quantized (or band) arena's bytes.
 std::vector<float> dequantized_layer(const PageLayout& layout, const std::byte* arena,
-                                     const std::vector<LogicalPage>& pages, bool band, int num_kv_heads,
-                                     int64_t begin, int64_t end) {
+                                     const std::vector<LogicalPage>& pages, bool band,
+                                     int num_kv_heads, int64_t begin, int64_t end) {
   const int64_t d = layout.head_dim, g = layout.group_size;
   std::vector<float> out;
   std::vector<float> row(static_cast<size_t>(d));
   for (int h = 0; h < num_kv_heads; ++h) {
     for (int64_t p = begin; p < end; ++p) {
       const LogicalPage ids = pages[size_t(p / layout.page_size_tokens)];
-      const auto* page =
-          reinterpret_cast<const uint8_t*>(arena + (band ? ids.band : ids.quantized) * layout.quantized_page_bytes);
+      const auto* page = reinterpret_cast<const uint8_t*>(
+          arena + (band ? ids.band : ids.quantized) * layout.quantized_page_bytes);
       const int64_t slot = p % layout.page_size_tokens;
       for (const bool key : {true, false}) {
         for (int64_t group = 0; group < d / g; ++group) {
-          const uint8_t* params = page + (key ? layout.key_params(h, slot, group) : layout.value_params(h, slot, group));
-          dequantize_group(page + (key ? layout.key_codes(h, slot) : layout.value_codes(h, slot)), int(group * g), int(g),
-                           load_params(params, layout.param_format), layout.bits, row.data() + group * g);
+          const uint8_t* params = page + (key ? layout.key_params(h, slot, group)
+                                              : layout.value_params(h, slot, group));
+          dequantize_group(page + (key ? layout.key_codes(h, slot) : layout.value_codes(h, slot)),
+                           int(group * g), int(g), load_params(params, layout.param_format),
+                           layout.bits, row.data() + group * g);
         }
         out.insert(out.end(), row.begin(), row.end());
       }
@@ -69,7 +71,8 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   const MigrateCase m = GetParam();
   KvCacheConfig kv;
   kv.dtype = m.dtype;
-  kv.method = KvMethod::quarot;  // rotated keys like oscar, without a rotations file; the factors come below
+  kv.method = KvMethod::quarot;  // rotated keys like oscar, without a rotations file; the factors
+                                 // come below
   kv.group_size = m.group_size;
   kv.param_format = m.param_format;
   kv.clip_search = m.clip_search;
@@ -85,7 +88,8 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   const int64_t tokens = 200, begin = kv.sink_tokens, end = tokens - kv.recent_tokens;
   const int64_t band_from = end - m.band_tokens;
   const PageLayout layout = make_page_layout(kv, num_kv_heads, d);
-  const PageLayout band_layout = kv.has_band() ? make_band_layout(kv, num_kv_heads, d) : PageLayout{};
+  const PageLayout band_layout =
+      kv.has_band() ? make_band_layout(kv, num_kv_heads, d) : PageLayout{};
   const int64_t page_count = tokens / kv.page_size_tokens + 1;
   std::vector<int32_t> ids(static_cast<size_t>(page_count));
   std::iota(ids.begin(), ids.end(), 0);
@@ -93,16 +97,19 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   std::vector<LogicalPage> pages;
   std::vector<PageIds> page_table;
   for (int64_t p = 0; p < page_count; ++p) {
-    pages.push_back({ids[size_t(p)], ids[size_t(page_count - 1 - p)], kv.has_band() ? ids[size_t((p + 3) % page_count)] : -1});
+    pages.push_back({ids[size_t(p)], ids[size_t(page_count - 1 - p)],
+                     kv.has_band() ? ids[size_t((p + 3) % page_count)] : -1});
     page_table.push_back({pages.back().full, pages.back().quantized, pages.back().band});
   }
-  CpuKvStore store(kv, layout, num_layers, {page_count, page_count, kv.has_band() ? page_count : 0});
+  CpuKvStore store(kv, layout, num_layers,
+                   {page_count, page_count, kv.has_band() ? page_count : 0});
   // Factors of geometric spectra, a steeper one for keys than for values.
   std::vector<float> key_factors, value_factors;
   for (int i = 0; i < num_layers * num_kv_heads; ++i) {
     for (auto [factors, decay] : {std::pair{&key_factors, 0.93}, std::pair{&value_factors, 0.98}}) {
       std::vector<float> eigenvalues(static_cast<size_t>(d));
-      for (int c = 0; c < d; ++c) eigenvalues[size_t(c)] = float((i + 1) * 50.0 * std::pow(decay, c));
+      for (int c = 0; c < d; ++c)
+        eigenvalues[size_t(c)] = float((i + 1) * 50.0 * std::pow(decay, c));
       const std::vector<float> factor = key_feedback_factor(eigenvalues);
       factors->insert(factors->end(), factor.begin(), factor.end());
     }
@@ -123,8 +130,10 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
           keys[size_t(h * d + c)] = round_to_bf16(magnitude * normal(generator));
           values[size_t(h * d + c)] = round_to_bf16(normal(generator));
           const int64_t base = (layer * page_count + page.full) * layout.full_page_bytes;
-          full[size_t((base + layout.full_key_offset(h, slot)) / 2 + c)] = float_to_bf16(keys[size_t(h * d + c)]);
-          full[size_t((base + layout.full_value_offset(h, slot)) / 2 + c)] = float_to_bf16(values[size_t(h * d + c)]);
+          full[size_t((base + layout.full_key_offset(h, slot)) / 2 + c)] =
+              float_to_bf16(keys[size_t(h * d + c)]);
+          full[size_t((base + layout.full_value_offset(h, slot)) / 2 + c)] =
+              float_to_bf16(values[size_t(h * d + c)]);
         }
       }
       store.write_full(layer, pages, p, keys.data(), values.data());
@@ -169,13 +178,13 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   };
   const std::vector<std::byte> arena = migrate();
   // The arena's values of positions [from, end) against the CPU store's.
-  auto mismatches_in = [&](const PageLayout& l, const std::vector<std::byte>& bytes, int64_t layer_bytes, bool band,
-                           int64_t from, int64_t& compared) {
+  auto mismatches_in = [&](const PageLayout& l, const std::vector<std::byte>& bytes,
+                           int64_t layer_bytes, bool band, int64_t from, int64_t& compared) {
     std::vector<float> cpu_keys(size_t((end - from) * d)), cpu_values(cpu_keys.size());
     int64_t mismatches = 0;
     for (int layer = 0; layer < num_layers; ++layer) {
-      const std::vector<float> gpu = dequantized_layer(l, bytes.data() + layer * layer_bytes, pages, band,
-                                                       num_kv_heads, from, end);
+      const std::vector<float> gpu = dequantized_layer(l, bytes.data() + layer * layer_bytes, pages,
+                                                       band, num_kv_heads, from, end);
       for (int h = 0; h < num_kv_heads; ++h) {
         if (band) {
           store.read_band(layer, pages, h, from, end, cpu_keys.data(), cpu_values.data());
@@ -194,9 +203,10 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
     return mismatches;
   };
   int64_t compared = 0;
-  const int64_t mismatches = mismatches_in(layout, arena, quantized_layer_bytes, false, begin, compared);
-  std::printf("[ %s ] %lld of %lld values differ from the CPU store\n", m.name, static_cast<long long>(mismatches),
-              static_cast<long long>(compared));
+  const int64_t mismatches =
+      mismatches_in(layout, arena, quantized_layer_bytes, false, begin, compared);
+  std::printf("[ %s ] %lld of %lld values differ from the CPU store\n", m.name,
+              static_cast<long long>(mismatches), static_cast<long long>(compared));
   EXPECT_EQ(mismatches, 0);
   if (kv.has_band()) {
     const int64_t band_layer_bytes = page_count * band_layout.quantized_page_bytes;
@@ -217,14 +227,15 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
     band_args.q8_scales = args.q8_scales;
     launch_kv_migrate(band_args, int64_t(band_tasks.size()), 0, nullptr);
     int64_t band_compared = 0;
-    const int64_t band_mismatches =
-        mismatches_in(band_layout, to_host(band, band.size()), band_layer_bytes, true, band_from, band_compared);
+    const int64_t band_mismatches = mismatches_in(band_layout, to_host(band, band.size()),
+                                                  band_layer_bytes, true, band_from, band_compared);
     std::printf("[ %s ] band: %lld of %lld values differ from the CPU store\n", m.name,
                 static_cast<long long>(band_mismatches), static_cast<long long>(band_compared));
     EXPECT_EQ(band_compared, 2 * num_layers * num_kv_heads * m.band_tokens * d);
     EXPECT_EQ(band_mismatches, 0);
   }
-  if (m.key_feedback || m.value_feedback) {  // feedback changed codes: the comparison was not of nearest rounding
+  if (m.key_feedback ||
+      m.value_feedback) {  // feedback changed codes: the comparison was not of nearest rounding
     args.key_feedback = nullptr;
     args.value_feedback = nullptr;
     const std::vector<std::byte> nearest = migrate();
@@ -235,14 +246,20 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
 INSTANTIATE_TEST_SUITE_P(
     Formats, CudaKvMigrate,
     ::testing::Values(
-        MigrateCase{"int2_g128_q8_clip_feedback", KvDtype::int2, 128, ParamFormat::q8, false, true, true},  // OSCAR's defaults
-        MigrateCase{"int2_g128_q8_clip_feedback_band", KvDtype::int2, 128, ParamFormat::q8, false, true, true, 100},
-        MigrateCase{"int2_g128_q8_search_feedback", KvDtype::int2, 128, ParamFormat::q8, true, true, true},
-        MigrateCase{"int2_g64_q8_search_feedback", KvDtype::int2, 64, ParamFormat::q8, true, true, true},
-        MigrateCase{"int2_g128_q8_search_value_feedback", KvDtype::int2, 128, ParamFormat::q8, true, false, true},
+        MigrateCase{"int2_g128_q8_clip_feedback", KvDtype::int2, 128, ParamFormat::q8, false, true,
+                    true},  // OSCAR's defaults
+        MigrateCase{"int2_g128_q8_clip_feedback_band", KvDtype::int2, 128, ParamFormat::q8, false,
+                    true, true, 100},
+        MigrateCase{"int2_g128_q8_search_feedback", KvDtype::int2, 128, ParamFormat::q8, true, true,
+                    true},
+        MigrateCase{"int2_g64_q8_search_feedback", KvDtype::int2, 64, ParamFormat::q8, true, true,
+                    true},
+        MigrateCase{"int2_g128_q8_search_value_feedback", KvDtype::int2, 128, ParamFormat::q8, true,
+                    false, true},
         MigrateCase{"int2_g128_q8_search", KvDtype::int2, 128, ParamFormat::q8, true, false, false},
         MigrateCase{"int2_g64_f16_clip", KvDtype::int2, 64, ParamFormat::f16, false, false, false},
-        MigrateCase{"int4_g32_bf16_key_feedback", KvDtype::int4, 32, ParamFormat::bf16, false, true, false}),
+        MigrateCase{"int4_g32_bf16_key_feedback", KvDtype::int4, 32, ParamFormat::bf16, false, true,
+                    false}),
     case_name<MigrateCase>);
 
 }  // namespace

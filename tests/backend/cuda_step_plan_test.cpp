@@ -23,8 +23,8 @@ struct PlannedRows {
   std::vector<int32_t> tokens;
   StepPlan plan;
 
-  PlannedRows(const std::vector<int64_t>& contexts, int64_t resident_blocks, KvDtype dtype = KvDtype::int2,
-              int64_t band_tokens = 0) {
+  PlannedRows(const std::vector<int64_t>& contexts, int64_t resident_blocks,
+              KvDtype dtype = KvDtype::int2, int64_t band_tokens = 0) {
     kv.dtype = dtype;
     kv.group_size = 128;
     kv.sink_tokens = 64;
@@ -38,13 +38,16 @@ struct PlannedRows {
     for (size_t s = 0; s < contexts.size(); ++s) {
       std::vector<LogicalPage> pages;
       for (int64_t p = 0; p <= contexts[s] / kv.page_size_tokens; ++p, next_page += 3) {
-        pages.push_back({next_page, kv.quantized() ? next_page + 1 : -1, kv.has_band() ? next_page + 2 : -1});
+        pages.push_back(
+            {next_page, kv.quantized() ? next_page + 1 : -1, kv.has_band() ? next_page + 2 : -1});
       }
       sequences[s].attach_prefix(pages, contexts[s]);
       steps.push_back({std::span(&tokens[s], 1), &sequences[s], false});
     }
-    make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = resident_blocks},
-                   plan);
+    make_step_plan(
+        steps, kv,
+        {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = resident_blocks},
+        plan);
   }
 };
 
@@ -56,10 +59,12 @@ TEST(CudaStepPlan, DecodeItemsCoverEachRowOnceInTheRightFormat) {
     const PlannedRows p(contexts, 528, KvDtype::int2, band);
     for (size_t row = 0; row < contexts.size(); ++row) {
       const int64_t t = contexts[row];  // the new token's position
-      const int64_t quantized_stop = quantized_end(p.kv, t + 1), band_start = band_begin(p.kv, t + 1);
+      const int64_t quantized_stop = quantized_end(p.kv, t + 1),
+                    band_start = band_begin(p.kv, t + 1);
       ASSERT_EQ(p.plan.rows[row].quantized_end, quantized_stop);
       ASSERT_EQ(p.plan.rows[row].band_begin, band_start);
-      EXPECT_EQ(band_start, band == 0 ? quantized_stop : std::max<int64_t>(p.kv.sink_tokens, quantized_stop - band));
+      EXPECT_EQ(band_start, band == 0 ? quantized_stop
+                                      : std::max<int64_t>(p.kv.sink_tokens, quantized_stop - band));
       std::vector<int> seen(size_t(t + 1), 0);
       for (const DecodeItem& item : p.plan.decode_items) {
         if (item.row != int32_t(row)) continue;
@@ -68,11 +73,15 @@ TEST(CudaStepPlan, DecodeItemsCoverEachRowOnceInTheRightFormat) {
         for (int64_t j = item.begin; j < item.end; ++j) {
           ++seen[size_t(j)];
           const bool quantized = j >= p.kv.sink_tokens && j < quantized_stop;
-          const KeyPages expected = !quantized ? KeyPages::full : j >= band_start ? KeyPages::band : KeyPages::quantized;
-          EXPECT_EQ(item.pages, expected) << "band " << band << ", row " << row << ", position " << j;
+          const KeyPages expected = !quantized        ? KeyPages::full
+                                    : j >= band_start ? KeyPages::band
+                                                      : KeyPages::quantized;
+          EXPECT_EQ(item.pages, expected)
+              << "band " << band << ", row " << row << ", position " << j;
         }
       }
-      for (int64_t j = 0; j <= t; ++j) ASSERT_EQ(seen[size_t(j)], 1) << "row " << row << " position " << j;
+      for (int64_t j = 0; j <= t; ++j)
+        ASSERT_EQ(seen[size_t(j)], 1) << "row " << row << " position " << j;
     }
   }
 }
@@ -81,10 +90,13 @@ TEST(CudaStepPlan, DecodeItemsComeLongestFirstWithTheirOwnRecords) {
   const PlannedRows p({9001, 32767, 32767, 700}, 528, KvDtype::int2, 768);
   const auto& items = p.plan.decode_items;
   auto bits = [](const DecodeItem& item) {
-    const int64_t per_position = item.pages == KeyPages::quantized ? 2 : item.pages == KeyPages::band ? 4 : 16;
+    const int64_t per_position = item.pages == KeyPages::quantized ? 2
+                                 : item.pages == KeyPages::band    ? 4
+                                                                   : 16;
     return int64_t(item.end - item.begin) * per_position;
   };
-  for (size_t i = 1; i < items.size(); ++i) EXPECT_GE(bits(items[i - 1]), bits(items[i])) << "item " << i;
+  for (size_t i = 1; i < items.size(); ++i)
+    EXPECT_GE(bits(items[i - 1]), bits(items[i])) << "item " << i;
   std::set<int32_t> records;
   for (const DecodeItem& item : items) {
     EXPECT_TRUE(records.insert(item.partial).second) << "record " << item.partial << " used twice";
@@ -172,7 +184,8 @@ TEST(CudaStepPlan, RecentWindowIsOnePieceWhereverItLies) {
             EXPECT_EQ(item.begin, r.quantized_end) << where;
             EXPECT_EQ(item.end, r.position + 1) << where;
           } else if (item.pages == KeyPages::quantized && item.end < r.band_begin) {
-            EXPECT_EQ(item.end % kDecodeSplitAlignment, 0) << where << ": [" << item.begin << ", " << item.end << ")";
+            EXPECT_EQ(item.end % kDecodeSplitAlignment, 0)
+                << where << ": [" << item.begin << ", " << item.end << ")";
           }
         }
         EXPECT_EQ(window_pieces, 1) << where;
@@ -187,8 +200,11 @@ TEST(CudaStepPlan, RecentWindowIsOnePieceWhereverItLies) {
 // whose pieces fit one wave (then two, three or four) and cut the longest row into two splits or
 // more, else 4096.
 TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
-  const StepPlanShape shape{.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 396};
-  auto rows = [](int64_t count, int64_t positions) { return std::vector<int64_t>(size_t(count), positions); };
+  const StepPlanShape shape{
+      .num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 396};
+  auto rows = [](int64_t count, int64_t positions) {
+    return std::vector<int64_t>(size_t(count), positions);
+  };
   EXPECT_EQ(decode_split_tokens(rows(1, 32769), true, shape), 768);  // 262152 / 396 = 662
   // bf16, one wave: 47 pieces of 704 (8 heads: 376 of 396 blocks), eleven tiles per warp where 768
   // gives twelve.
@@ -218,13 +234,14 @@ TEST(CudaStepPlan, SplitSizeFollowsTheWaveCount) {
   EXPECT_EQ(decode_split_tokens(rows(64, 8193), false, shape), 2752);
   EXPECT_EQ(decode_split_tokens(rows(16, 32769), false, shape), 3648);
   EXPECT_EQ(decode_split_tokens(rows(64, 131073), false, shape), 4096);  // four waves: 42K a piece
-  // Many waves of 4096 (quantized): the longest of 8192 and 6144 that keeps four waves (1584 pieces).
-  EXPECT_EQ(decode_split_tokens(rows(64, 32769), true, shape), 8192);    // 5 x 512 = 2560 pieces
-  EXPECT_EQ(decode_split_tokens(rows(16, 100001), true, shape), 8192);   // 13 x 128 = 1664
+  // Many waves of 4096 (quantized): the longest of 8192 and 6144 that keeps four waves (1584
+  // pieces).
+  EXPECT_EQ(decode_split_tokens(rows(64, 32769), true, shape), 8192);   // 5 x 512 = 2560 pieces
+  EXPECT_EQ(decode_split_tokens(rows(16, 100001), true, shape), 8192);  // 13 x 128 = 1664
   EXPECT_EQ(decode_split_tokens(rows(28, 100001), true, shape), 8192);
-  EXPECT_EQ(decode_split_tokens(rows(32, 40001), true, shape), 6144);    // 8192: 5 x 256 = 1280
-  EXPECT_EQ(decode_split_tokens(rows(32, 32769), true, shape), 4096);    // 6144: 6 x 256 = 1536
-  EXPECT_EQ(decode_split_tokens(rows(8, 131073), true, shape), 4096);    // 6144: 22 x 64 = 1408
+  EXPECT_EQ(decode_split_tokens(rows(32, 40001), true, shape), 6144);  // 8192: 5 x 256 = 1280
+  EXPECT_EQ(decode_split_tokens(rows(32, 32769), true, shape), 4096);  // 6144: 6 x 256 = 1536
+  EXPECT_EQ(decode_split_tokens(rows(8, 131073), true, shape), 4096);  // 6144: 22 x 64 = 1408
   EXPECT_EQ(decode_split_tokens(rows(8, 100001), true, shape), 4096);
   // Rows of different lengths count their own pieces: 1000 and 32769 positions at 704 make 2 + 47
   // pieces, 392 blocks.
@@ -242,13 +259,16 @@ TEST(CudaStepPlan, MigrationsReadEarlierStepsOnlyInDecodeStepsWithARecentWindow)
     kv.recent_tokens = recent;
     kv.page_size_tokens = 64;
     std::vector<LogicalPage> pages;
-    for (int32_t p = 0; p <= int32_t((cached + new_tokens) / kv.page_size_tokens); ++p) pages.push_back({2 * p, 2 * p + 1});
+    for (int32_t p = 0; p <= int32_t((cached + new_tokens) / kv.page_size_tokens); ++p)
+      pages.push_back({2 * p, 2 * p + 1});
     SequencePages sequence;
     sequence.attach_prefix(pages, cached);
     const std::vector<int32_t> tokens(size_t(new_tokens), 1);
     const std::vector<SequenceStep> steps = {{std::span(tokens), &sequence, false}};
     StepPlan plan;
-    make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132}, plan);
+    make_step_plan(steps, kv,
+                   {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132},
+                   plan);
     return plan;
   };
   const StepPlan decode = plan_for(1000, 1, 256);
@@ -287,7 +307,9 @@ TEST(CudaStepPlan, BandCopiesAreMadeOfTheMigratedTokensTheStepReadsFromTheBand) 
     const std::vector<int32_t> tokens(size_t(new_tokens), 1);
     const std::vector<SequenceStep> steps = {{std::span(tokens), &sequence, false}};
     StepPlan plan;
-    make_step_plan(steps, kv, {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132}, plan);
+    make_step_plan(steps, kv,
+                   {.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132},
+                   plan);
     return plan;
   };
   auto positions = [](const std::vector<MigrateTask>& tasks) {
@@ -328,7 +350,8 @@ TEST(CudaStepPlan, APlanFilledOverAnEarlierStepsIsAFreshOne) {
     sequence.attach_prefix(pages, cached);
     return sequence;
   };
-  const StepPlanShape shape{.num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132};
+  const StepPlanShape shape{
+      .num_kv_heads = 8, .group = 4, .fast_decode = true, .resident_blocks = 132};
   KvCacheConfig kivi;
   kivi.dtype = KvDtype::int2;
   kivi.method = KvMethod::kivi;

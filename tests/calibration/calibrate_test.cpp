@@ -2,12 +2,12 @@
 // the method spec on the recorded activations, and better than Hadamard alone on held-out text.
 #include <gtest/gtest.h>
 
-#include "backend/backend.h"
-#include "calibration/calibrate.h"
 #include "backend/activation_recorder.h"
+#include "backend/backend.h"
+#include "backend/sequence_runner.h"
+#include "calibration/calibrate.h"
 #include "calibration/calibration_observers.h"
 #include "calibration/rotation_builder.h"
-#include "backend/sequence_runner.h"
 #include "format/documents.h"
 #include "model/model_weights.h"
 #include "support/test_paths.h"
@@ -42,7 +42,8 @@ CalibrationResult run(bool per_head) {
   options.per_head = per_head;
   options.show_progress = false;
   options.chunk_tokens = 128;
-  return calibrate(*backend, {byte_tokens(0, 256), byte_tokens(1, 256)}, byte_tokens(2, 128), options);
+  return calibrate(*backend, {byte_tokens(0, 256), byte_tokens(1, 256)}, byte_tokens(2, 128),
+                   options);
 }
 
 TEST(Calibrate, IsDeterministicAndOrthogonal) {
@@ -70,20 +71,24 @@ TEST(Calibrate, MatchesBruteForceCovariances) {
   auto backend = bf16_backend();
   ActivationRecorder recorder(config);
   const std::vector<std::vector<int32_t>> sequences = {byte_tokens(0, 256), byte_tokens(1, 256)};
-  for (const auto& s : sequences) run_sequence(*backend, s, {.chunk_tokens = 128, .observer = &recorder});
+  for (const auto& s : sequences)
+    run_sequence(*backend, s, {.chunk_tokens = 128, .observer = &recorder});
   const int64_t layer = 5, kv_head = 1, d = config.head_dim, group = config.group_size();
   const int64_t tokens = recorder.tokens(layer);
   std::vector<double> c_q(size_t(d * d), 0.0), sigma_v(size_t(d * d), 0.0);
   for (int64_t t = 0; t < tokens; ++t)
     for (int64_t g = 0; g < group; ++g) {
-      const float* q = &recorder.queries(layer)[size_t((t * config.num_heads + kv_head * group + g) * d)];
+      const float* q =
+          &recorder.queries(layer)[size_t((t * config.num_heads + kv_head * group + g) * d)];
       for (int64_t i = 0; i < d; ++i)
-        for (int64_t j = 0; j < d; ++j) c_q[size_t(i * d + j)] += double(q[i]) * q[j] / double(tokens * group);
+        for (int64_t j = 0; j < d; ++j)
+          c_q[size_t(i * d + j)] += double(q[i]) * q[j] / double(tokens * group);
     }
   std::vector<double> w(static_cast<size_t>(tokens));
   double mean_w = 0;
   for (int64_t t = 0; t < tokens; ++t) {
-    w[size_t(t)] = quadratic_form(&recorder.keys(layer)[size_t((t * config.num_kv_heads + kv_head) * d)], c_q, d);
+    w[size_t(t)] = quadratic_form(
+        &recorder.keys(layer)[size_t((t * config.num_kv_heads + kv_head) * d)], c_q, d);
     mean_w += w[size_t(t)] / double(tokens);
   }
   for (int64_t t = 0; t < tokens; ++t) {

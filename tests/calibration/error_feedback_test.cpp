@@ -33,9 +33,11 @@ struct RotatedSpace {
 RotatedSpace rotated_space(int64_t d, uint64_t seed) {
   const std::vector<double> c = skewed_covariance(d, seed);
   const SpectralRotation r = spectral_rotation(c, d);
-  const Eigen::MatrixXd rotation = Eigen::Map<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>(r.rotation.data(), d, d);
+  const Eigen::MatrixXd rotation =
+      Eigen::Map<const Eigen::Matrix<double, -1, -1, Eigen::RowMajor>>(r.rotation.data(), d, d);
   const Eigen::MatrixXd cq = Eigen::Map<const Eigen::MatrixXd>(c.data(), d, d);
-  return {rotation.transpose() * cq * rotation, std::vector<float>(r.eigenvalues.begin(), r.eigenvalues.end())};
+  return {rotation.transpose() * cq * rotation,
+          std::vector<float>(r.eigenvalues.begin(), r.eigenvalues.end())};
 }
 
 // G is unit upper triangular and (M + damping)^-1 = G^T diag(s) G with s > 0: G (M + damping) G^T
@@ -53,13 +55,15 @@ TEST(KeyErrorFeedback, FactorDecorrelatesTheDampedQueryCovarianceOfTheRotatedKey
   }
   double mean = 0;
   for (float e : space.eigenvalues) mean += e / double(d);
-  const Eigen::MatrixXd damped = space.m + kKeyFeedbackDamping * mean * Eigen::MatrixXd::Identity(d, d);
+  const Eigen::MatrixXd damped =
+      space.m + kKeyFeedbackDamping * mean * Eigen::MatrixXd::Identity(d, d);
   const Eigen::MatrixXd product = g * damped * g.transpose();
   for (int64_t j = 0; j < d; ++j) {
     EXPECT_GT(product(j, j), 0.0);
     for (int64_t l = 0; l < d; ++l) {
       if (l == j) continue;
-      EXPECT_LT(std::abs(product(j, l)), 1e-4 * std::sqrt(product(j, j) * product(l, l))) << j << "," << l;
+      EXPECT_LT(std::abs(product(j, l)), 1e-4 * std::sqrt(product(j, j) * product(l, l)))
+          << j << "," << l;
     }
   }
 }
@@ -98,7 +102,8 @@ TEST(KeyErrorFeedback, LowersTheQueryWeightedErrorWithTheSameParameters) {
     nearest_error += e_nearest.dot(space.m * e_nearest);
     feedback_error += e_feedback.dot(space.m * e_feedback);
   }
-  std::printf("query-weighted key error: nearest %.4g, with feedback %.4g\n", nearest_error, feedback_error);
+  std::printf("query-weighted key error: nearest %.4g, with feedback %.4g\n", nearest_error,
+              feedback_error);
   EXPECT_LT(feedback_error, 0.7 * nearest_error);
 }
 

@@ -36,7 +36,8 @@ TEST(SpectralRotation, DiagonalCovarianceByHand) {
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 4; ++j) {
       const double expected = h[u_column_of_row[i]][perm[j]] / 2.0;
-      EXPECT_NEAR(std::abs(r.rotation[size_t(i * 4 + j)]), std::abs(expected), 1e-12) << i << "," << j;
+      EXPECT_NEAR(std::abs(r.rotation[size_t(i * 4 + j)]), std::abs(expected), 1e-12)
+          << i << "," << j;
     }
   }
   std::vector<float> as_float(r.rotation.begin(), r.rotation.end());
@@ -48,7 +49,8 @@ TEST(SpectralRotation, DiagonalisesTheCovarianceBeforeTheHadamard) {
   const int64_t d = 8;
   std::vector<double> c(size_t(d * d));
   for (int64_t i = 0; i < d; ++i)
-    for (int64_t j = 0; j < d; ++j) c[size_t(i * d + j)] = 1.0 / double(1 + i + j) + (i == j ? 0.5 : 0.0);
+    for (int64_t j = 0; j < d; ++j)
+      c[size_t(i * d + j)] = 1.0 / double(1 + i + j) + (i == j ? 0.5 : 0.0);
   const SpectralRotation r = spectral_rotation(c, d);
   // R^T C R has the same trace and determinant-free invariants; check trace and orthogonality.
   double trace_c = 0, trace_rcr = 0;
@@ -56,7 +58,8 @@ TEST(SpectralRotation, DiagonalisesTheCovarianceBeforeTheHadamard) {
   for (int64_t j = 0; j < d; ++j) {
     double v = 0;
     for (int64_t a = 0; a < d; ++a)
-      for (int64_t b = 0; b < d; ++b) v += r.rotation[size_t(a * d + j)] * c[size_t(a * d + b)] * r.rotation[size_t(b * d + j)];
+      for (int64_t b = 0; b < d; ++b)
+        v += r.rotation[size_t(a * d + j)] * c[size_t(a * d + b)] * r.rotation[size_t(b * d + j)];
     trace_rcr += v;
   }
   EXPECT_NEAR(trace_c, trace_rcr, 1e-9);

@@ -27,7 +27,8 @@ KvCacheConfig int2_cache(int64_t band_tokens) {
 // Which of a page's three kinds each logical page holds.
 std::vector<std::array<bool, 3>> kinds(const SequencePages& sequence) {
   std::vector<std::array<bool, 3>> out;
-  for (const LogicalPage& page : sequence.pages()) out.push_back({page.full >= 0, page.quantized >= 0, page.band >= 0});
+  for (const LogicalPage& page : sequence.pages())
+    out.push_back({page.full >= 0, page.quantized >= 0, page.band >= 0});
   return out;
 }
 
@@ -52,13 +53,18 @@ TEST(BenchSequences, FilledInChunksTheyHoldTheDecodedPagesWithinTheBenchCapacity
         // The pages of the next token, as the decode-attention benchmark reserves them.
         EXPECT_TRUE(sequence.reserve(1, kv, pools)) << describe(kv) << ", context " << context;
         for (const LogicalPage& page : sequence.pages()) {
-          EXPECT_TRUE(page.full < 0 || full.insert(page.full).second) << "full page " << page.full << " shared";
-          EXPECT_TRUE(page.quantized < 0 || quantized.insert(page.quantized).second) << "page " << page.quantized;
-          EXPECT_TRUE(page.band < 0 || band.insert(page.band).second) << "band page " << page.band << " shared";
+          EXPECT_TRUE(page.full < 0 || full.insert(page.full).second)
+              << "full page " << page.full << " shared";
+          EXPECT_TRUE(page.quantized < 0 || quantized.insert(page.quantized).second)
+              << "page " << page.quantized;
+          EXPECT_TRUE(page.band < 0 || band.insert(page.band).second)
+              << "band page " << page.band << " shared";
         }
       }
-      EXPECT_EQ(!quantized.empty(), context > kv.sink_tokens + kv.recent_tokens && kv.quantized()) << describe(kv) << ", context " << context;
-      EXPECT_EQ(!band.empty(), context > kv.sink_tokens + kv.recent_tokens && kv.has_band()) << describe(kv) << ", context " << context;
+      EXPECT_EQ(!quantized.empty(), context > kv.sink_tokens + kv.recent_tokens && kv.quantized())
+          << describe(kv) << ", context " << context;
+      EXPECT_EQ(!band.empty(), context > kv.sink_tokens + kv.recent_tokens && kv.has_band())
+          << describe(kv) << ", context " << context;
     }
   }
 }
@@ -72,7 +78,8 @@ TEST(BenchSequences, SharingSequencesReadTheirPairsPagesAndWriteTheirOwn) {
   KvPageCounts capacity = bench_pool_capacity(kv, context + steps, distinct);
   capacity.full += (batch - distinct) * 2;
   KvPagePools pools(capacity);
-  std::vector<SequencePages> sequences = fill_sequences_sharing_pages(kv, pools, context, batch, distinct);
+  std::vector<SequencePages> sequences =
+      fill_sequences_sharing_pages(kv, pools, context, batch, distinct);
   ASSERT_EQ(sequences.size(), size_t(batch));
   const size_t shared = size_t(context / kv.page_size_tokens);
   std::set<int32_t> own;
@@ -87,9 +94,11 @@ TEST(BenchSequences, SharingSequencesReadTheirPairsPagesAndWriteTheirOwn) {
     ASSERT_GT(pages.size(), shared);
     for (size_t p = 0; p < pages.size(); ++p) {
       if (p >= shared) {
-        EXPECT_TRUE(own.insert(pages[p].full).second) << "page " << pages[p].full << " written by two sequences";
+        EXPECT_TRUE(own.insert(pages[p].full).second)
+            << "page " << pages[p].full << " written by two sequences";
       } else if (s >= distinct) {
-        EXPECT_EQ(pages[p].full, sequences[size_t(s % distinct)].pages()[p].full) << "sequence " << s << ", page " << p;
+        EXPECT_EQ(pages[p].full, sequences[size_t(s % distinct)].pages()[p].full)
+            << "sequence " << s << ", page " << p;
       }
     }
   }

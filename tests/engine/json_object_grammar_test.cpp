@@ -47,29 +47,29 @@ TEST(JsonObjectGrammar, TakesObjectsAndCompletesWhenTheyClose) {
 
 TEST(JsonObjectGrammar, RefusesTheFirstByteThatLeavesNoObject) {
   const std::pair<std::string, size_t> cases[] = {
-      {"[1]", 0},                 // the top level is an object
+      {"[1]", 0},  // the top level is an object
       {"\"a\"", 0},
-      {"{1: 2}", 1},              // keys are strings
-      {"{\"a\" 1}", 5},           // a colon after a key
-      {"{\"a\": 01}", 7},         // no leading zeros
-      {"{\"a\": -}", 7},          // a sign needs a digit
-      {"{\"a\": 1.}", 8},         // a point needs a digit
-      {"{\"a\": 1e}", 8},         // so does an exponent
+      {"{1: 2}", 1},       // keys are strings
+      {"{\"a\" 1}", 5},    // a colon after a key
+      {"{\"a\": 01}", 7},  // no leading zeros
+      {"{\"a\": -}", 7},   // a sign needs a digit
+      {"{\"a\": 1.}", 8},  // a point needs a digit
+      {"{\"a\": 1e}", 8},  // so does an exponent
       {"{\"a\": tru}", 9},
       {"{\"a\": nul,}", 9},
-      {"{\"a\": 1,}", 8},         // no trailing comma in an object
+      {"{\"a\": 1,}", 8},        // no trailing comma in an object
       {"{\"a\": [1,]}", 9},      // nor in an array
-      {"{\"a\": [1}", 8},         // brackets close in order
-      {"{\"a\": \"x\ny\"}", 8},   // control characters are escaped in strings
-      {"{\"a\": \"\\x\"}", 8},    // no such escape
+      {"{\"a\": [1}", 8},        // brackets close in order
+      {"{\"a\": \"x\ny\"}", 8},  // control characters are escaped in strings
+      {"{\"a\": \"\\x\"}", 8},   // no such escape
       {"{\"a\": \"\\u12g4\"}", 11},
-      {"{\"a\": \"\x80\"}", 7},   // a continuation byte with no lead
-      {"{\"a\": \"\xc3(\"}", 8},  // a lead byte without its continuation
-      {"{\"a\": \"\xc0\xaf\"}", 7},  // an overlong form
-      {"{\"a\": \"\xe0\x80\x80\"}", 8},  // an overlong three-byte form
-      {"{\"a\": \"\xed\xa0\x80\"}", 8},  // a surrogate
+      {"{\"a\": \"\x80\"}", 7},              // a continuation byte with no lead
+      {"{\"a\": \"\xc3(\"}", 8},             // a lead byte without its continuation
+      {"{\"a\": \"\xc0\xaf\"}", 7},          // an overlong form
+      {"{\"a\": \"\xe0\x80\x80\"}", 8},      // an overlong three-byte form
+      {"{\"a\": \"\xed\xa0\x80\"}", 8},      // a surrogate
       {"{\"a\": \"\xf4\x90\x80\x80\"}", 8},  // past U+10FFFF
-      {"{\"a\": \"\xe2\x82\xe2\"}", 9},  // a lead byte where a continuation byte belongs
+      {"{\"a\": \"\xe2\x82\xe2\"}", 9},      // a lead byte where a continuation byte belongs
   };
   for (const auto& [text, refused_at] : cases) {
     EXPECT_FALSE(nlohmann::json::accept(text) && nlohmann::json::parse(text).is_object()) << text;
@@ -90,7 +90,8 @@ TEST(JsonObjectGrammar, LimitsWhitespaceRunsAndDepth) {
 
 // The token mask: a token is excluded exactly when its bytes leave the text no prefix of an
 // object, inside strings (where plain text skips the test) and between values (where the first
-// byte picks the tokens tested); special tokens and rows past the tokenizer's vocabulary never come.
+// byte picks the tokens tested); special tokens and rows past the tokenizer's vocabulary never
+// come.
 TEST(JsonTokenMask, ExcludesTheTokensThatBreakTheObject) {
   const Tokenizer tokenizer = Tokenizer::load(testing::testbed_model_dir());
   const int64_t rows = tokenizer.vocab_size() + 3;
@@ -98,8 +99,8 @@ TEST(JsonTokenMask, ExcludesTheTokensThatBreakTheObject) {
   const std::vector<int32_t> quote = tokenizer.encode("\"");
   ASSERT_EQ(quote.size(), 1u);
   // Inside a string; after a UTF-8 lead byte and after a backslash; between values.
-  for (const std::string text :
-       {"{\"name\": \"ca", "{\"a\": \"caf\xc3", "{\"a\": \"x\\", "{", "{\"a\": 12", "{\"a\": [1, "}) {
+  for (const std::string text : {"{\"name\": \"ca", "{\"a\": \"caf\xc3", "{\"a\": \"x\\", "{",
+                                 "{\"a\": 12", "{\"a\": [1, "}) {
     JsonObjectGrammar state;
     ASSERT_TRUE(state.feed(text)) << text;
     std::vector<int32_t> excluded;
@@ -109,8 +110,8 @@ TEST(JsonTokenMask, ExcludesTheTokensThatBreakTheObject) {
     int64_t allowed = 0;
     for (int32_t id = 0; id < rows; ++id) {
       JsonObjectGrammar next = state;
-      const bool continues =
-          id < tokenizer.vocab_size() && !tokenizer.is_special(id) && next.feed(tokenizer.token_bytes(id));
+      const bool continues = id < tokenizer.vocab_size() && !tokenizer.is_special(id) &&
+                             next.feed(tokenizer.token_bytes(id));
       EXPECT_EQ(is_excluded[size_t(id)], !continues) << text << ": token " << id;
       allowed += continues;
     }

@@ -98,7 +98,9 @@ TEST(Sampler, RepetitionPenaltyDiscouragesSeenTokens) {
 // over token 5 (biased first, (3 + 1.45) / 2 would leave it below).
 TEST(Sampler, LogitBiasIsAddedToTheLogits) {
   EXPECT_EQ(Sampler({.temperature = 0.0f, .logit_bias = {{2, 1.0f}}}).sample(kLogits, {}), 2);
-  EXPECT_EQ(Sampler({.temperature = 0.0f, .logit_bias = {{1, -100.0f}, {99, 100.0f}}}).sample(kLogits, {}), 5);
+  EXPECT_EQ(Sampler({.temperature = 0.0f, .logit_bias = {{1, -100.0f}, {99, 100.0f}}})
+                .sample(kLogits, {}),
+            5);
   const std::vector<int32_t> history = {1};
   EXPECT_EQ(Sampler({.temperature = 0.0f, .repetition_penalty = 2.0f, .logit_bias = {{1, 1.45f}}})
                 .sample(kLogits, history),
@@ -142,16 +144,18 @@ TEST(Sampler, RejectsOutOfRangeParameters) {
 // occurrence takes the frequency penalty, the first also the presence penalty. Token 1 (3.0) leads
 // token 5 (2.9) by 0.1.
 TEST(Sampler, FrequencyAndPresencePenaltiesCountTheGeneratedTokens) {
-  auto greedy = [](float frequency, float presence, std::vector<int32_t> history, size_t prompt_size) {
-    Sampler sampler({.temperature = 0.0f, .frequency_penalty = frequency, .presence_penalty = presence});
+  auto greedy = [](float frequency, float presence, std::vector<int32_t> history,
+                   size_t prompt_size) {
+    Sampler sampler(
+        {.temperature = 0.0f, .frequency_penalty = frequency, .presence_penalty = presence});
     return sampler.sample(kLogits, history, prompt_size);
   };
-  EXPECT_EQ(greedy(0.04f, 0.0f, {1, 1}, 0), 1);     // 3.0 - 0.08 = 2.92
-  EXPECT_EQ(greedy(0.04f, 0.0f, {1, 1, 1}, 0), 5);  // 2.88: every occurrence counts
-  EXPECT_EQ(greedy(0.0f, 0.05f, {1, 1, 1}, 0), 1);  // 2.95: presence counts once
-  EXPECT_EQ(greedy(0.0f, 0.2f, {1}, 0), 5);         // 2.8
+  EXPECT_EQ(greedy(0.04f, 0.0f, {1, 1}, 0), 1);       // 3.0 - 0.08 = 2.92
+  EXPECT_EQ(greedy(0.04f, 0.0f, {1, 1, 1}, 0), 5);    // 2.88: every occurrence counts
+  EXPECT_EQ(greedy(0.0f, 0.05f, {1, 1, 1}, 0), 1);    // 2.95: presence counts once
+  EXPECT_EQ(greedy(0.0f, 0.2f, {1}, 0), 5);           // 2.8
   EXPECT_EQ(greedy(2.0f, 2.0f, {1, 1, 1, 2}, 3), 1);  // the prompt's 1s count for nothing; 2 falls
-  EXPECT_EQ(greedy(-0.6f, 0.0f, {0, 2}, 1), 2);     // a negative penalty lifts 2 to 3.1
+  EXPECT_EQ(greedy(-0.6f, 0.0f, {0, 2}, 1), 2);       // a negative penalty lifts 2 to 3.1
   // The same sampler again: the per-call marks are cleared (presence counted once per call).
   Sampler sampler({.temperature = 0.0f, .presence_penalty = 0.05f});
   const std::vector<int32_t> history = {1};
@@ -207,7 +211,7 @@ TEST(StopStrings, NoStopEndsInTextPushedBeforeMinTokens) {
   EXPECT_EQ(matcher.push("a END b E", false), "a END b ");
   EXPECT_FALSE(matcher.stopped());
   EXPECT_EQ(matcher.push("N", false), "");  // "EN" held back: it may still become a stop
-  EXPECT_EQ(matcher.push("D tail"), "");     // "END" ends in checked text: a stop
+  EXPECT_EQ(matcher.push("D tail"), "");    // "END" ends in checked text: a stop
   EXPECT_TRUE(matcher.stopped());
   StopStringMatcher whole({"END"});
   EXPECT_EQ(whole.push("xEND", false), "xEND");

@@ -64,27 +64,35 @@ TEST(SafetensorsFuzz, CorruptedFilesNeverCrash) {
   std::mt19937_64 rng(1234);
   for (int trial = 0; trial < 400; ++trial) {
     std::string bytes = trial % 4 == 3 ? model_head : base;
-    const size_t json_end = 8 + size_t(std::min<uint64_t>(bytes.size() - 8, trial % 4 == 3 ? header_length : 200));
+    const size_t json_end =
+        8 + size_t(std::min<uint64_t>(bytes.size() - 8, trial % 4 == 3 ? header_length : 200));
     switch (trial % 6) {
       case 0:  // truncation anywhere
         bytes.resize(std::uniform_int_distribution<size_t>(0, bytes.size())(rng));
         break;
       case 1:  // bit flips in the header
-        for (int k = 0; k < 4; ++k) bytes[std::uniform_int_distribution<size_t>(8, json_end - 1)(rng)] ^= char(1 << (k + trial) % 8);
+        for (int k = 0; k < 4; ++k)
+          bytes[std::uniform_int_distribution<size_t>(8, json_end - 1)(rng)] ^=
+              char(1 << (k + trial) % 8);
         break;
       case 2: {  // absurd or off-by-some header length
-        const uint64_t length = trial % 12 == 2 ? ~uint64_t(0) : uint64_t(std::uniform_int_distribution<int>(0, int(bytes.size()) + 50)(rng));
+        const uint64_t length =
+            trial % 12 == 2
+                ? ~uint64_t(0)
+                : uint64_t(std::uniform_int_distribution<int>(0, int(bytes.size()) + 50)(rng));
         std::memcpy(bytes.data(), &length, 8);
         break;
       }
       case 3:  // the real header with digits changed (offsets, shapes)
         for (int k = 0; k < 6; ++k) {
           const size_t at = std::uniform_int_distribution<size_t>(8, json_end - 1)(rng);
-          if (bytes[at] >= '0' && bytes[at] <= '9') bytes[at] = char('0' + (bytes[at] - '0' + 1 + k) % 10);
+          if (bytes[at] >= '0' && bytes[at] <= '9')
+            bytes[at] = char('0' + (bytes[at] - '0' + 1 + k) % 10);
         }
         break;
       case 4:  // random JSON-ish bytes in the header
-        for (size_t i = 8; i < json_end; i += 1 + rng() % 7) bytes[i] = "{}[]\",:0123456789ABCDEFxyz"[rng() % 26];
+        for (size_t i = 8; i < json_end; i += 1 + rng() % 7)
+          bytes[i] = "{}[]\",:0123456789ABCDEFxyz"[rng() % 26];
         break;
       default:  // data removed after a valid header
         bytes.resize(json_end + std::uniform_int_distribution<size_t>(0, 30)(rng));
@@ -114,7 +122,8 @@ TEST(Safetensors, SpecificHeaderErrorsNameTheTensor) {
       {R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,16]}})", 16, "needs 24 bytes"},
       {R"({"w":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}})", 2, "unsupported dtype"},
       {R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4, "non-negative"},
-      {R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})", 6, "overlap"},
+      {R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})",
+       6, "overlap"},
       {R"([1,2])", 0, "not a JSON object"},
       {R"({"w":)", 0, "not valid JSON"},
   };

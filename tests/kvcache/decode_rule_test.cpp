@@ -54,7 +54,8 @@ TEST(QuantizedEnd, NeverDecreasesAndKeepsTheWindow) {
       const int64_t end = quantized_end(c, n);
       EXPECT_GE(end, previous);
       EXPECT_GE(end, c.sink_tokens);
-      EXPECT_LE(end, std::max(c.sink_tokens, n - c.recent_tokens));  // the window stays full precision
+      EXPECT_LE(end,
+                std::max(c.sink_tokens, n - c.recent_tokens));  // the window stays full precision
       previous = end;
     }
   }

@@ -41,7 +41,8 @@ TEST(PageLayout, QuantizedSectionsTileThePageWithoutOverlap) {
           }
         }
       }
-      EXPECT_GE(int64_t(used.size()), l.quantized_page_bytes - 15);  // only alignment padding unused
+      EXPECT_GE(int64_t(used.size()),
+                l.quantized_page_bytes - 15);  // only alignment padding unused
       EXPECT_EQ(l.quantized_page_bytes % 16, 0);
     }
   }
@@ -108,9 +109,10 @@ TEST(ByteAccounting, FootprintCountsTheBand) {
   KvCacheConfig no_band = c;
   no_band.band_tokens = 0;
   const double elements = double(n) * 8 * 128 * 2;
-  EXPECT_DOUBLE_EQ(bits_per_element(layout, pages, n) -
-                       bits_per_element(make_page_layout(no_band, 8, 128), footprint_for_tokens(no_band, n), n),
-                   12.0 * double(layout.band_page_bytes) * 8 / elements);
+  EXPECT_DOUBLE_EQ(
+      bits_per_element(layout, pages, n) -
+          bits_per_element(make_page_layout(no_band, 8, 128), footprint_for_tokens(no_band, n), n),
+      12.0 * double(layout.band_page_bytes) * 8 / elements);
   // A pool of bytes keeps band pages for every sequence's band and the step's 512 new tokens:
   // two straddled pages each, one band with the step's tokens, fifteen without and their last page.
   const KvPageCounts pool = capacity_for_bytes(c, layout, 36, int64_t(64) << 30, 16, 512);

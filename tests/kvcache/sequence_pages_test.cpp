@@ -35,7 +35,8 @@ void expect_pages_match_rule(const SequencePages& s, const KvCacheConfig& c) {
     const bool full = overlaps(p, c.page_size_tokens, 0, std::min(c.sink_tokens, n)) ||
                       overlaps(p, c.page_size_tokens, qend, n);
     const bool quantized = overlaps(p, c.page_size_tokens, c.sink_tokens, qend);
-    const bool band = overlaps(p, c.page_size_tokens, band_begin(c, n, s.full_precision_until()), qend);
+    const bool band =
+        overlaps(p, c.page_size_tokens, band_begin(c, n, s.full_precision_until()), qend);
     EXPECT_EQ(s.pages()[size_t(p)].full >= 0, full) << "page " << p << " at " << n << " tokens";
     EXPECT_EQ(s.pages()[size_t(p)].quantized >= 0, quantized) << "page " << p << " at " << n;
     EXPECT_EQ(s.pages()[size_t(p)].band >= 0, band) << "page " << p << " at " << n;
@@ -53,7 +54,8 @@ TEST(SequencePages, PagesFollowTheRuleThroughRandomSteps) {
   for (const KvCacheConfig& c : configs) {
     for (const int64_t until : {int64_t(0), int64_t(300)}) {
       SCOPED_TRACE(describe(c) + " full precision until " + std::to_string(until));
-      // Band pages: at most the band and a chunk of 70 (the pool sizes capacity_for_sequences gives).
+      // Band pages: at most the band and a chunk of 70 (the pool sizes capacity_for_sequences
+      // gives).
       const int64_t band_capacity = capacity_for_sequences(c, 1200, 1, 70).band;
       EXPECT_EQ(band_capacity, c.has_band() ? (100 + 70 + 31) / 32 + 2 : 0);
       KvPagePools pools{PagePool(64), PagePool(64), PagePool(int32_t(band_capacity))};
@@ -63,7 +65,8 @@ TEST(SequencePages, PagesFollowTheRuleThroughRandomSteps) {
       while (s.num_tokens() < 1200) {
         const int64_t count = chunk(rng);
         const KvPageCounts needed = s.pages_needed(count, c);
-        const int32_t free_full = pools.full.free_pages(), free_quantized = pools.quantized.free_pages();
+        const int32_t free_full = pools.full.free_pages(),
+                      free_quantized = pools.quantized.free_pages();
         const int32_t free_band = pools.band.free_pages();
         ASSERT_TRUE(s.reserve(count, c, pools)) << "at " << s.num_tokens() << " tokens + " << count;
         EXPECT_EQ(free_full - pools.full.free_pages(), needed.full);
@@ -71,7 +74,8 @@ TEST(SequencePages, PagesFollowTheRuleThroughRandomSteps) {
         EXPECT_EQ(free_band - pools.band.free_pages(), needed.band);
         // Every position a query of this step reads from the band has a band page.
         const int64_t after = s.num_tokens() + count;
-        for (int64_t j = band_step_begin(c, s.num_tokens(), after, until); j < quantized_end(c, after, until); ++j) {
+        for (int64_t j = band_step_begin(c, s.num_tokens(), after, until);
+             j < quantized_end(c, after, until); ++j) {
           ASSERT_GE(s.pages()[size_t(j / c.page_size_tokens)].band, 0) << "position " << j;
         }
         s.commit(count, c, pools);

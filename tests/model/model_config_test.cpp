@@ -29,7 +29,8 @@ TEST(ModelConfig, HuggingFaceConfigsOfRealModels) {
       {"mistral-7b-v0.3.json", 32, 32, 8, 128, 4096, false, 7.25},
   };
   for (const ShapeCase& c : cases) {
-    const ModelConfig config = load_model_config(testing::source_dir() + "/models/hf-configs/" + c.file);
+    const ModelConfig config =
+        load_model_config(testing::source_dir() + "/models/hf-configs/" + c.file);
     EXPECT_EQ(config.num_layers, c.layers) << c.file;
     EXPECT_EQ(config.num_heads, c.heads) << c.file;
     EXPECT_EQ(config.num_kv_heads, c.kv_heads) << c.file;
@@ -37,9 +38,11 @@ TEST(ModelConfig, HuggingFaceConfigsOfRealModels) {
     EXPECT_EQ(config.hidden_size, c.hidden) << c.file;
     EXPECT_EQ(config.block.tie_word_embeddings, c.tied) << c.file;
     EXPECT_NEAR(double(config.parameter_count()) / 1e9, c.published_parameters,
-                0.01 * c.published_parameters) << c.file;
+                0.01 * c.published_parameters)
+        << c.file;
   }
-  const ModelConfig llama = load_model_config(testing::source_dir() + "/models/hf-configs/llama-3.1-8b.json");
+  const ModelConfig llama =
+      load_model_config(testing::source_dir() + "/models/hf-configs/llama-3.1-8b.json");
   EXPECT_TRUE(llama.block.rope_scaling.llama3);
   EXPECT_EQ(llama.block.rope_scaling.factor, 8.0);
   EXPECT_EQ(llama.block.rope_theta, 500000.0);
@@ -104,7 +107,8 @@ TEST(ModelConfig, ErrorsNameTheField) {
       {"\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"", "yarn"},
       {"\"num_key_value_heads\": 2", "\"num_key_value_heads\": 3", "num_key_value_heads"},
       {"\"full_attention\",\n    \"full_attention\",\n    \"full_attention\"",
-       "\"sliding_attention\",\n    \"full_attention\",\n    \"full_attention\"", "sliding_attention"},
+       "\"sliding_attention\",\n    \"full_attention\",\n    \"full_attention\"",
+       "sliding_attention"},
   };
   for (const Case& c : cases) {
     std::string text = base;
@@ -122,12 +126,14 @@ TEST(ModelConfig, ErrorsNameTheField) {
 }
 
 TEST(Rope, DefaultAndLlama3Frequencies) {
-  const ModelConfig llama = load_model_config(testing::source_dir() + "/models/hf-configs/llama-3.1-8b.json");
+  const ModelConfig llama =
+      load_model_config(testing::source_dir() + "/models/hf-configs/llama-3.1-8b.json");
   const auto frequencies = rope_inverse_frequencies(llama);
   ASSERT_EQ(frequencies.size(), 64u);
   // transformers _compute_llama3_parameters, by hand for three bands (theta 5e5, D 128):
   EXPECT_FLOAT_EQ(frequencies[0], 1.0f);  // wavelength 2*pi < 8192/4: high frequency, unchanged
-  const double base_63 = 1.0 / std::pow(500000.0, 126.0 / 128.0);  // wavelength > 8192: divided by 8
+  const double base_63 =
+      1.0 / std::pow(500000.0, 126.0 / 128.0);  // wavelength > 8192: divided by 8
   EXPECT_NEAR(frequencies[63], base_63 / 8.0, 1e-6 * base_63);
   const double base_30 = 1.0 / std::pow(500000.0, 60.0 / 128.0);  // in the interpolated band
   const double wavelength = 2 * M_PI / base_30;

@@ -61,12 +61,15 @@ TEST(ModelWeights, CorruptedDirectoriesNameFileAndTensor) {
   expect_error(truncated, {"model.safetensors", "truncated"});
 
   const std::string reshaped = copy_testbed("reshaped");
-  edit_header(reshaped + "/model.safetensors", "\"model.layers.2.self_attn.k_proj.weight\":{\"dtype\":\"BF16\",\"shape\":[256,512]",
+  edit_header(reshaped + "/model.safetensors",
+              "\"model.layers.2.self_attn.k_proj.weight\":{\"dtype\":\"BF16\",\"shape\":[256,512]",
               "\"model.layers.2.self_attn.k_proj.weight\":{\"dtype\":\"BF16\",\"shape\":[512,256]");
-  expect_error(reshaped, {"model.safetensors", "model.layers.2.self_attn.k_proj.weight", "[256, 512]", "[512, 256]"});
+  expect_error(reshaped, {"model.safetensors", "model.layers.2.self_attn.k_proj.weight",
+                          "[256, 512]", "[512, 256]"});
 
   const std::string renamed = copy_testbed("renamed");
-  edit_header(renamed + "/model.safetensors", "model.layers.7.mlp.up_proj.weight", "model.layers.7.mlp.up_proj.weighs");
+  edit_header(renamed + "/model.safetensors", "model.layers.7.mlp.up_proj.weight",
+              "model.layers.7.mlp.up_proj.weighs");
   expect_error(renamed, {"model.layers.7.mlp.up_proj.weight", "missing"});
 
   const std::string no_config = copy_testbed("no-config");
@@ -105,7 +108,8 @@ TEST(ModelWeights, ShardedCheckpointLoads) {
 
 TEST(ModelWeights, RandomWeightsAtRealShapes) {
   // Qwen3-0.6B's tensor shapes; two of its 28 layers keep the test quick.
-  ModelConfig config = load_model_config(testing::source_dir() + "/models/hf-configs/qwen3-0.6b.json");
+  ModelConfig config =
+      load_model_config(testing::source_dir() + "/models/hf-configs/qwen3-0.6b.json");
   config.num_layers = 2;
   const ModelWeights a = make_random_model(config, 1);
   const ModelWeights b = make_random_model(config, 1);

@@ -42,7 +42,8 @@ ModelFingerprint model(int64_t layers, int64_t heads, int64_t d) {
   return {"/models/a", layers, heads, d, "abc", "def"};
 }
 
-KvRotations random_rotations(int64_t layers, int64_t heads, int64_t d, bool per_head, uint64_t seed) {
+KvRotations random_rotations(int64_t layers, int64_t heads, int64_t d, bool per_head,
+                             uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   KvRotations r;
@@ -135,7 +136,9 @@ TEST(RotationsFile, RefusesBadFiles) {
   save_kv_rotations(path, nan);
   expect_refused(path, model(2, 2, 8), "non-finite");
 
-  write_safetensors(path, {make_f32_tensor("layers.0.key.rotation", {1, 8, 8}, std::vector<float>(64, 0.1f))}, {});
+  write_safetensors(
+      path, {make_f32_tensor("layers.0.key.rotation", {1, 8, 8}, std::vector<float>(64, 0.1f))},
+      {});
   expect_refused(path, model(2, 2, 8), "not an oscar rotations file");
 }
 

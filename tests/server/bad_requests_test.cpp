@@ -39,7 +39,8 @@ std::string raw_exchange(int port, const std::string& request) {
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 &&
       ::send(fd, request.data(), request.size(), 0) == ssize_t(request.size())) {
     char buffer[4096];
-    for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;) reply.append(buffer, size_t(n));
+    for (ssize_t n; (n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0;)
+      reply.append(buffer, size_t(n));
   }
   ::close(fd);
   return reply;
@@ -73,13 +74,14 @@ const std::vector<BadRequest> kBadRequests = {
     {"token id outside the vocabulary", "POST", "/v1/completions",
      R"({"prompt": [1, 2, 99999999]})", 400, "prompt"},
     {"empty prompt list", "POST", "/v1/completions", R"({"prompt": []})", 400, "prompt"},
-    {"prompt list of numbers and strings", "POST", "/v1/completions", R"({"prompt": [1, "a"]})", 400, "prompt"},
-    {"prompt list holding a list of strings", "POST", "/v1/completions", R"({"prompt": [["a"]]})", 400,
-     "prompt"},
-    {"prompt list holding an empty prompt", "POST", "/v1/completions", R"({"prompt": ["hi", ""]})", 400,
-     "prompt"},
-    {"prompt list of 257", "POST", "/v1/completions", json({{"prompt", std::vector<std::string>(257, "hi")}}).dump(),
+    {"prompt list of numbers and strings", "POST", "/v1/completions", R"({"prompt": [1, "a"]})",
      400, "prompt"},
+    {"prompt list holding a list of strings", "POST", "/v1/completions", R"({"prompt": [["a"]]})",
+     400, "prompt"},
+    {"prompt list holding an empty prompt", "POST", "/v1/completions", R"({"prompt": ["hi", ""]})",
+     400, "prompt"},
+    {"prompt list of 257", "POST", "/v1/completions",
+     json({{"prompt", std::vector<std::string>(257, "hi")}}).dump(), 400, "prompt"},
     {"prompt longer than the context", "POST", "/v1/completions",
      json({{"prompt", repeated("word ", 600)}}).dump(), 400, "prompt"},
     {"max_tokens 0", "POST", "/v1/completions", R"({"prompt": "hi", "max_tokens": 0})", 400,
@@ -97,48 +99,55 @@ const std::vector<BadRequest> kBadRequests = {
      json({{"prompt", std::vector<std::string>(20, "hi")}, {"n", 16}}).dump(), 400, "n"},
     {"wrong model", "POST", "/v1/completions", R"({"model": "gpt-4", "prompt": "hi"})", 404,
      "model"},
-    {"logprobs above 5", "POST", "/v1/completions", R"({"prompt": "hi", "logprobs": 6})", 400, "logprobs"},
-    {"logprobs negative", "POST", "/v1/completions", R"({"prompt": "hi", "logprobs": -1})", 400, "logprobs"},
+    {"logprobs above 5", "POST", "/v1/completions", R"({"prompt": "hi", "logprobs": 6})", 400,
+     "logprobs"},
+    {"logprobs negative", "POST", "/v1/completions", R"({"prompt": "hi", "logprobs": -1})", 400,
+     "logprobs"},
     {"top_logprobs above 20", "POST", "/v1/chat/completions",
-     R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 21})", 400,
-     "top_logprobs"},
+     R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 21})",
+     400, "top_logprobs"},
     {"top_logprobs without logprobs", "POST", "/v1/chat/completions",
-     R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", 400, "top_logprobs"},
-    {"logit_bias not an object", "POST", "/v1/completions", R"({"prompt": "hi", "logit_bias": [1]})", 400,
-     "logit_bias"},
+     R"({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2})", 400,
+     "top_logprobs"},
+    {"logit_bias not an object", "POST", "/v1/completions",
+     R"({"prompt": "hi", "logit_bias": [1]})", 400, "logit_bias"},
     {"logit_bias key not a token id", "POST", "/v1/completions",
      R"({"prompt": "hi", "logit_bias": {"the": 5}})", 400, "logit_bias"},
     {"logit_bias key outside the vocabulary", "POST", "/v1/completions",
      R"({"prompt": "hi", "logit_bias": {"99999999": 5}})", 400, "logit_bias"},
     {"logit_bias value above 100", "POST", "/v1/completions",
      R"({"prompt": "hi", "logit_bias": {"5": 101}})", 400, "logit_bias"},
-    {"best_of above 1", "POST", "/v1/completions", R"({"prompt": "hi", "best_of": 3})", 400, "best_of"},
-    {"frequency_penalty above 2", "POST", "/v1/completions", R"({"prompt": "hi", "frequency_penalty": 2.5})", 400,
-     "frequency_penalty"},
+    {"best_of above 1", "POST", "/v1/completions", R"({"prompt": "hi", "best_of": 3})", 400,
+     "best_of"},
+    {"frequency_penalty above 2", "POST", "/v1/completions",
+     R"({"prompt": "hi", "frequency_penalty": 2.5})", 400, "frequency_penalty"},
     {"presence_penalty a string", "POST", "/v1/chat/completions",
-     R"({"messages": [{"role": "user", "content": "hi"}], "presence_penalty": "high"})", 400, "presence_penalty"},
-    {"truncate_prompt_tokens 0", "POST", "/v1/completions", R"({"prompt": "hi", "truncate_prompt_tokens": 0})", 400,
-     "truncate_prompt_tokens"},
-    {"min_tokens negative", "POST", "/v1/completions", R"({"prompt": "hi", "min_tokens": -1})", 400, "min_tokens"},
+     R"({"messages": [{"role": "user", "content": "hi"}], "presence_penalty": "high"})", 400,
+     "presence_penalty"},
+    {"truncate_prompt_tokens 0", "POST", "/v1/completions",
+     R"({"prompt": "hi", "truncate_prompt_tokens": 0})", 400, "truncate_prompt_tokens"},
+    {"min_tokens negative", "POST", "/v1/completions", R"({"prompt": "hi", "min_tokens": -1})", 400,
+     "min_tokens"},
     {"min_tokens above max_tokens", "POST", "/v1/completions",
      R"({"prompt": "hi", "max_tokens": 4, "min_tokens": 5})", 400, "min_tokens"},
-    {"stop_token_ids not a list", "POST", "/v1/completions", R"({"prompt": "hi", "stop_token_ids": 7})", 400,
-     "stop_token_ids"},
+    {"stop_token_ids not a list", "POST", "/v1/completions",
+     R"({"prompt": "hi", "stop_token_ids": 7})", 400, "stop_token_ids"},
     {"stop_token_ids outside the vocabulary", "POST", "/v1/completions",
      R"({"prompt": "hi", "stop_token_ids": [7, 99999999]})", 400, "stop_token_ids"},
     {"suffix", "POST", "/v1/completions", R"({"prompt": "hi", "suffix": " end"})", 400, "suffix"},
     {"response_format json_schema", "POST", "/v1/chat/completions",
-     R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema"}})", 400,
-     "response_format"},
-    {"response_format a string", "POST", "/v1/completions", R"({"prompt": "hi", "response_format": "json"})", 400,
-     "response_format"},
+     R"({"messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "json_schema"}})",
+     400, "response_format"},
+    {"response_format a string", "POST", "/v1/completions",
+     R"({"prompt": "hi", "response_format": "json"})", 400, "response_format"},
     {"tools", "POST", "/v1/chat/completions",
      R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}]})",
      400, "tools"},
     {"unknown route", "POST", "/v1/embeddings", R"({"input": "hi"})", 404, ""},
     {"tokenize without a prompt", "POST", "/tokenize", R"({"text": "hi"})", 400, "prompt"},
     {"detokenize without tokens", "POST", "/detokenize", R"({"tokens": "hi"})", 400, "tokens"},
-    {"tokenize for another model", "POST", "/tokenize", R"({"model": "gpt-4", "prompt": "hi"})", 404, "model"},
+    {"tokenize for another model", "POST", "/tokenize", R"({"model": "gpt-4", "prompt": "hi"})",
+     404, "model"},
     {"unknown page", "GET", "/v2/models", "", 404, ""},
     {"body over the size limit", "POST", "/v1/completions",
      json({{"prompt", repeated("x", 70 * 1024)}}).dump(), 413, ""},
@@ -188,9 +197,11 @@ TEST(BadRequests, ChunkedBodiesAreRefusedUnread) {
   // A small chunked body, sent whole: the 411 reply with its error object.
   const std::string body = greedy_body("hi", 4).dump();
   const std::string reply = raw_exchange(
-      server.port(), fmt::format("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                                 "Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
-                                 body.size(), body));
+      server.port(),
+      fmt::format(
+          "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+          "Transfer-Encoding: chunked\r\n\r\n{:x}\r\n{}\r\n0\r\n\r\n",
+          body.size(), body));
   ASSERT_TRUE(reply.starts_with("HTTP/1.1 411")) << reply;
   const size_t reply_body = reply.find("\r\n\r\n");
   ASSERT_NE(reply_body, std::string::npos) << reply;

@@ -52,14 +52,16 @@ TEST(ClientDisconnect, HangingUpCancelsEveryChoice) {
   nlohmann::json body = greedy_body("", 400);
   body["prompt"] = {"Debian packages are built from", "The quick brown fox", "int main(void) {"};
   int chunks = 0;
-  const StreamedResponse hung_up = stream_completion(server.connection(), "/v1/completions", body,
-                                                     [&](const nlohmann::json&) { return ++chunks < 4; });
+  const StreamedResponse hung_up =
+      stream_completion(server.connection(), "/v1/completions", body,
+                        [&](const nlohmann::json&) { return ++chunks < 4; });
   EXPECT_TRUE(hung_up.hung_up);
   const EngineSnapshot after = server.idle_snapshot();
   EXPECT_EQ(after.full_pages_free, baseline.full_pages_free);
   EXPECT_EQ(after.quantized_pages_free, baseline.quantized_pages_free);
   EXPECT_LT(after.generated_tokens, 3 * 400);
-  EXPECT_EQ(metric_value(server.metrics_text(), "oscar_requests_total{outcome=\"cancelled\"}"), 3.0);
+  EXPECT_EQ(metric_value(server.metrics_text(), "oscar_requests_total{outcome=\"cancelled\"}"),
+            3.0);
 }
 
 }  // namespace

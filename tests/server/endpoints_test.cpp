@@ -101,19 +101,22 @@ TEST(Endpoints, LogprobsWhereAsked) {
   TestServer server;
   json body = unstreamed_body("The quick brown fox", 8);
   body["logprobs"] = 0;
-  const json values = post_ok(server, "/v1/completions", body)["choices"][0]["logprobs"]["token_logprobs"];
+  const json values =
+      post_ok(server, "/v1/completions", body)["choices"][0]["logprobs"]["token_logprobs"];
   ASSERT_EQ(values.size(), 8u);
   for (const json& value : values) EXPECT_LE(value.get<float>(), 0.0f);
   body.erase("logprobs");
   EXPECT_TRUE(post_ok(server, "/v1/completions", body)["choices"][0]["logprobs"].is_null());
 
-  const json chat = {{"model", "testbed"},
-                     {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
-                     {"max_tokens", 8},
-                     {"temperature", 0},
-                     {"ignore_eos", true},
-                     {"logprobs", true}};
-  const json content = post_ok(server, "/v1/chat/completions", chat)["choices"][0]["logprobs"]["content"];
+  const json chat = {
+      {"model", "testbed"},
+      {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
+      {"max_tokens", 8},
+      {"temperature", 0},
+      {"ignore_eos", true},
+      {"logprobs", true}};
+  const json content =
+      post_ok(server, "/v1/chat/completions", chat)["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 8u);
   for (const json& entry : content) EXPECT_LE(entry["logprob"].get<float>(), 0.0f);
 }
@@ -134,24 +137,28 @@ TEST(Endpoints, TopLogprobsListTheMostLikelyTokens) {
     const std::string token = logprobs["tokens"][i];
     ASSERT_TRUE(top.contains(token)) << top.dump();
     EXPECT_EQ(top[token].get<float>(), logprobs["token_logprobs"][i].get<float>());
-    for (const auto& [text, value] : top.items()) EXPECT_LE(value.get<float>(), top[token].get<float>());
+    for (const auto& [text, value] : top.items())
+      EXPECT_LE(value.get<float>(), top[token].get<float>());
   }
 
-  const json chat = {{"model", "testbed"},
-                     {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
-                     {"max_tokens", 6},
-                     {"temperature", 0},
-                     {"ignore_eos", true},
-                     {"logprobs", true},
-                     {"top_logprobs", 4}};
-  const json content = post_ok(server, "/v1/chat/completions", chat)["choices"][0]["logprobs"]["content"];
+  const json chat = {
+      {"model", "testbed"},
+      {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
+      {"max_tokens", 6},
+      {"temperature", 0},
+      {"ignore_eos", true},
+      {"logprobs", true},
+      {"top_logprobs", 4}};
+  const json content =
+      post_ok(server, "/v1/chat/completions", chat)["choices"][0]["logprobs"]["content"];
   ASSERT_EQ(content.size(), 6u);
   for (const json& entry : content) {
     const json& top = entry["top_logprobs"];
     ASSERT_EQ(top.size(), 4u);
     EXPECT_EQ(top[0]["token"], entry["token"]);
     EXPECT_EQ(top[0]["logprob"].get<float>(), entry["logprob"].get<float>());
-    for (size_t k = 1; k < 4; ++k) EXPECT_LE(top[k]["logprob"].get<float>(), top[k - 1]["logprob"].get<float>());
+    for (size_t k = 1; k < 4; ++k)
+      EXPECT_LE(top[k]["logprob"].get<float>(), top[k - 1]["logprob"].get<float>());
   }
 }
 
@@ -175,10 +182,13 @@ TEST(Endpoints, EchoWithLogprobsScoresThePrompt) {
   for (int64_t i = 1; i <= prompt_tokens; ++i) {
     EXPECT_LE(logprobs["token_logprobs"][i].get<float>(), 0.0f) << i;
     ASSERT_EQ(logprobs["top_logprobs"][i].size(), 1u) << i;
-    EXPECT_GE(logprobs["top_logprobs"][i].begin()->get<float>(), logprobs["token_logprobs"][i].get<float>()) << i;
+    EXPECT_GE(logprobs["top_logprobs"][i].begin()->get<float>(),
+              logprobs["token_logprobs"][i].get<float>())
+        << i;
   }
   std::string prompt_text;
-  for (int64_t i = 0; i < prompt_tokens; ++i) prompt_text += logprobs["tokens"][i].get<std::string>();
+  for (int64_t i = 0; i < prompt_tokens; ++i)
+    prompt_text += logprobs["tokens"][i].get<std::string>();
   EXPECT_EQ(prompt_text, "The quick brown fox jumps over the lazy dog");
   EXPECT_EQ(reply["choices"][0]["text"].get<std::string>().rfind(prompt_text, 0), 0u);
 
@@ -208,12 +218,13 @@ TEST(Endpoints, EchoWithLogprobsScoresThePrompt) {
   EXPECT_EQ(streamed_values, logprobs["token_logprobs"]);
 }
 
-// A completions request with a list of prompts (strings or token-id lists) gets a choice per prompt,
-// index i for prompt i, each what the prompt gets alone; the stream interleaves the choices' chunks
-// and ends once, with the usage of all of them.
+// A completions request with a list of prompts (strings or token-id lists) gets a choice per
+// prompt, index i for prompt i, each what the prompt gets alone; the stream interleaves the
+// choices' chunks and ends once, with the usage of all of them.
 TEST(Endpoints, ListedPromptsGetAChoiceEach) {
   TestServer server;
-  const std::vector<std::string> prompts = {"The quick brown fox", "int main(void) {", "Debian packages are"};
+  const std::vector<std::string> prompts = {"The quick brown fox", "int main(void) {",
+                                            "Debian packages are"};
   std::vector<std::string> alone;
   int64_t prompt_tokens = 0;
   for (const std::string& prompt : prompts) {
@@ -267,15 +278,20 @@ TEST(Endpoints, ListedPromptsGetAChoiceEach) {
 TEST(Endpoints, TokenizeAndDetokenize) {
   TestServer server;
   const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
-  const json tokens = post_ok(server, "/tokenize", {{"model", "testbed"}, {"prompt", "The quick brown fox"}});
+  const json tokens =
+      post_ok(server, "/tokenize", {{"model", "testbed"}, {"prompt", "The quick brown fox"}});
   EXPECT_EQ(tokens["tokens"], tokenizer.encode("The quick brown fox"));
   EXPECT_EQ(tokens["count"], tokens["tokens"].size());
   EXPECT_EQ(tokens["max_model_len"], 512);
-  EXPECT_EQ(post_ok(server, "/detokenize", {{"tokens", tokens["tokens"]}})["prompt"], "The quick brown fox");
-  // A chat counts what the chat endpoint would feed the model: the formatted turn, longer than its text.
-  const json chat = post_ok(server, "/tokenize", {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}});
+  EXPECT_EQ(post_ok(server, "/detokenize", {{"tokens", tokens["tokens"]}})["prompt"],
+            "The quick brown fox");
+  // A chat counts what the chat endpoint would feed the model: the formatted turn, longer than its
+  // text.
+  const json chat = post_ok(server, "/tokenize",
+                            {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}});
   EXPECT_GT(chat["count"].get<size_t>(), tokenizer.encode("hi").size());
-  const httplib::Result bad = server.client().Post("/detokenize", R"({"tokens": [-1]})", "application/json");
+  const httplib::Result bad =
+      server.client().Post("/detokenize", R"({"tokens": [-1]})", "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
   EXPECT_EQ(json::parse(bad->body)["error"]["param"], "tokens");
@@ -304,7 +320,8 @@ TEST(Endpoints, NChoicesAPrompt) {
   json single = body;
   single["n"] = 1;
   single["seed"] = 8;
-  EXPECT_EQ(post_ok(server, "/v1/completions", single)["choices"][0]["text"], first["choices"][1]["text"]);
+  EXPECT_EQ(post_ok(server, "/v1/completions", single)["choices"][0]["text"],
+            first["choices"][1]["text"]);
 
   body["temperature"] = 0;
   body["prompt"] = {"The quick brown fox", "int main(void) {"};
@@ -315,12 +332,13 @@ TEST(Endpoints, NChoicesAPrompt) {
   EXPECT_EQ(greedy["choices"][2]["text"], greedy["choices"][3]["text"]);
   EXPECT_NE(greedy["choices"][0]["text"], greedy["choices"][2]["text"]);
 
-  const json chat = {{"model", "testbed"},
-                     {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
-                     {"max_tokens", 8},
-                     {"temperature", 1.0},
-                     {"seed", 3},
-                     {"n", 2}};
+  const json chat = {
+      {"model", "testbed"},
+      {"messages", json::array({{{"role", "user"}, {"content", "Name a Debian tool."}}})},
+      {"max_tokens", 8},
+      {"temperature", 1.0},
+      {"seed", 3},
+      {"n", 2}};
   const json chat_reply = post_ok(server, "/v1/chat/completions", chat);
   ASSERT_EQ(chat_reply["choices"].size(), 2u);
   EXPECT_EQ(chat_reply["choices"][1]["index"], 1);
@@ -350,8 +368,10 @@ TEST(Endpoints, LmEvalLoglikelihoodRequests) {
     whole.push_back(id);
   }
   const std::vector<int32_t> other = tokenizer.encode("int main(void) { return 0; }");
-  const json request = {{"model", "testbed"}, {"prompt", {whole, other}}, {"temperature", 0}, {"max_tokens", 1},
-                        {"logprobs", 1},      {"seed", 1234},             {"echo", true}};
+  const json request = {{"model", "testbed"}, {"prompt", {whole, other}},
+                        {"temperature", 0},   {"max_tokens", 1},
+                        {"logprobs", 1},      {"seed", 1234},
+                        {"echo", true}};
   const json reply = post_ok(server, "/v1/completions", request);
   ASSERT_EQ(reply["choices"].size(), 2u);
   for (const json& choice : reply["choices"]) {
@@ -364,9 +384,11 @@ TEST(Endpoints, LmEvalLoglikelihoodRequests) {
   for (size_t i = ctxlen; i + 1 < scored["token_logprobs"].size(); ++i) {
     const float value = scored["token_logprobs"][i];
     float best = -INFINITY;
-    for (const auto& [text, top] : scored["top_logprobs"][i].items()) best = std::max(best, top.get<float>());
+    for (const auto& [text, top] : scored["top_logprobs"][i].items())
+      best = std::max(best, top.get<float>());
     EXPECT_EQ(value, best) << "token " << i;
-    EXPECT_NEAR(value, generated["token_logprobs"][i - ctxlen].get<float>(), 1e-3f) << "token " << i;
+    EXPECT_NEAR(value, generated["token_logprobs"][i - ctxlen].get<float>(), 1e-3f)
+        << "token " << i;
   }
 }
 
@@ -406,7 +428,9 @@ TEST(Endpoints, StopTokenIdsMinTokensAndPenalties) {
   const Tokenizer tokenizer = Tokenizer::load(testbed_model_dir());
   json body = unstreamed_body("The quick brown fox", 8);
   body["logprobs"] = 0;
-  auto choice_of = [&](const json& request) { return post_ok(server, "/v1/completions", request)["choices"][0]; };
+  auto choice_of = [&](const json& request) {
+    return post_ok(server, "/v1/completions", request)["choices"][0];
+  };
   const json plain = choice_of(body)["logprobs"]["tokens"];
   ASSERT_EQ(plain.size(), 8u);
   ASSERT_TRUE(plain[2] != plain[0] && plain[2] != plain[1]);
@@ -434,7 +458,9 @@ TEST(Endpoints, StopTokenIdsMinTokensAndPenalties) {
   longer["presence_penalty"] = 2;
   const json penalized = choice_of(longer)["logprobs"]["tokens"];
   ASSERT_EQ(penalized.size(), 24u);
-  auto distinct = [](const json& tokens) { return std::set<std::string>(tokens.begin(), tokens.end()).size(); };
+  auto distinct = [](const json& tokens) {
+    return std::set<std::string>(tokens.begin(), tokens.end()).size();
+  };
   ASSERT_LT(distinct(repeating), 24u);  // the plain continuation repeats tokens
   EXPECT_GT(distinct(penalized), distinct(repeating));
 }
@@ -453,8 +479,8 @@ TEST(Endpoints, JsonObjectResponseFormat) {
   EXPECT_TRUE(json::parse(text).is_object()) << text;
 
   body["stream"] = true;
-  const StreamedResponse streamed =
-      stream_completion(server.connection(), "/v1/completions", body, [](const json&) { return true; });
+  const StreamedResponse streamed = stream_completion(server.connection(), "/v1/completions", body,
+                                                      [](const json&) { return true; });
   ASSERT_TRUE(streamed.ok()) << streamed.error;
   EXPECT_EQ(streamed.finish_reason, "stop");
   EXPECT_EQ(streamed.text, text);
@@ -462,7 +488,8 @@ TEST(Endpoints, JsonObjectResponseFormat) {
   body["stream"] = false;
   body["response_format"] = {{"type", "text"}};
   const json free_text = post_ok(server, "/v1/completions", body)["choices"][0];
-  EXPECT_FALSE(json::accept(free_text["text"].get<std::string>()));  // the testbed writes no JSON unasked
+  EXPECT_FALSE(
+      json::accept(free_text["text"].get<std::string>()));  // the testbed writes no JSON unasked
 }
 
 // vLLM's include_stop_str_in_output (the stop string stays in the text) and skip_special_tokens
@@ -484,7 +511,8 @@ TEST(Endpoints, StopStringKeptAndSpecialTokensShown) {
     if (tokenizer.is_special(id)) special = id;
   }
   ASSERT_GE(special, 0);
-  json forced = unstreamed_body("The quick brown fox", 2);  // ignore_eos: the special token does not stop it
+  json forced =
+      unstreamed_body("The quick brown fox", 2);  // ignore_eos: the special token does not stop it
   forced["logit_bias"] = {{std::to_string(special), 100}};
   EXPECT_EQ(post_ok(server, "/v1/completions", forced)["choices"][0]["text"], "");
   forced["skip_special_tokens"] = false;
@@ -507,9 +535,11 @@ TEST(Endpoints, TruncatePromptTokensKeepsTheLastTokens) {
   EXPECT_EQ(truncated["usage"]["prompt_tokens"], 100);
   json tail = unstreamed_body("", 4);
   tail["prompt"] = std::vector<int32_t>(ids.end() - 100, ids.end());
-  EXPECT_EQ(truncated["choices"][0]["text"], post_ok(server, "/v1/completions", tail)["choices"][0]["text"]);
+  EXPECT_EQ(truncated["choices"][0]["text"],
+            post_ok(server, "/v1/completions", tail)["choices"][0]["text"]);
   body["truncate_prompt_tokens"] = -1;
-  const httplib::Result full = server.client().Post("/v1/completions", body.dump(), "application/json");
+  const httplib::Result full =
+      server.client().Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(full);
   EXPECT_EQ(full->status, 400);  // the whole context for the prompt leaves none for the answer
 }

@@ -55,15 +55,18 @@ TEST(PoolExhaustion, ARequestWithAChoiceThePoolCannotHoldIsRefusedWhole) {
   nlohmann::json body = greedy_body("", 100);
   body["stream"] = false;
   body.erase("stream_options");
-  body["prompt"] = {"The quick brown fox", long_prompt + long_prompt + long_prompt + long_prompt + long_prompt};
-  const httplib::Result result = server.client().Post("/v1/completions", body.dump(), "application/json");
+  body["prompt"] = {"The quick brown fox",
+                    long_prompt + long_prompt + long_prompt + long_prompt + long_prompt};
+  const httplib::Result result =
+      server.client().Post("/v1/completions", body.dump(), "application/json");
   ASSERT_TRUE(result);
   EXPECT_EQ(result->status, 400) << result->body;
   EXPECT_NE(result->body.find("pool"), std::string::npos) << result->body;
   // The refusal can answer before the loop has run the admitted choice's cancellation: its pages
   // come back at the loop's next step.
   EngineSnapshot after = server.idle_snapshot();
-  for (int wait = 0; wait < 100 && (after.full_pages_free != 14 || after.quantized_pages_free != 12); ++wait) {
+  for (int wait = 0;
+       wait < 100 && (after.full_pages_free != 14 || after.quantized_pages_free != 12); ++wait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     after = server.idle_snapshot();
   }

@@ -11,12 +11,14 @@
 namespace oscar::testing {
 namespace {
 
-RequestOutput step(std::vector<int32_t> tokens, std::vector<float> logprobs, std::string text, bool finished = false) {
+RequestOutput step(std::vector<int32_t> tokens, std::vector<float> logprobs, std::string text,
+                   bool finished = false) {
   RequestOutput output;
   output.tokens = std::move(tokens);
   output.logprobs = std::move(logprobs);
   for (size_t i = 0; i < output.tokens.size(); ++i) {
-    output.top_logprobs.push_back({{output.tokens[i], output.logprobs[i]}, {7, output.logprobs[i] - 1.0f}});
+    output.top_logprobs.push_back(
+        {{output.tokens[i], output.logprobs[i]}, {7, output.logprobs[i] - 1.0f}});
   }
   output.text = std::move(text);
   output.finished = finished;
@@ -45,14 +47,16 @@ TEST(ResponseBuilder, HeldBackTokensKeepTheirLogprobs) {
         EXPECT_EQ(logprobs["tokens"].size(), logprobs["token_logprobs"].size());
         ASSERT_EQ(logprobs["top_logprobs"].size(), logprobs["tokens"].size());
         for (size_t i = 0; i < logprobs["tokens"].size(); ++i) {
-          streamed_top.push_back(logprobs["top_logprobs"][i][logprobs["tokens"][i].get<std::string>()].get<float>());
+          streamed_top.push_back(
+              logprobs["top_logprobs"][i][logprobs["tokens"][i].get<std::string>()].get<float>());
         }
       } else {
         for (const auto& entry : logprobs["content"]) {
           streamed.push_back(entry["logprob"].get<float>());
           ASSERT_EQ(entry["top_logprobs"].size(), 2u);
           streamed_top.push_back(entry["top_logprobs"][0]["logprob"].get<float>());
-          EXPECT_EQ(entry["top_logprobs"][1]["logprob"].get<float>(), entry["logprob"].get<float>() - 1.0f);
+          EXPECT_EQ(entry["top_logprobs"][1]["logprob"].get<float>(),
+                    entry["logprob"].get<float>() - 1.0f);
         }
       }
     };

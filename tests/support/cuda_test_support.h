@@ -18,7 +18,8 @@
 
 namespace oscar::cuda {
 
-inline std::vector<float> random_floats(size_t count, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+inline std::vector<float> random_floats(size_t count, uint32_t seed, float lo = -1.f,
+                                        float hi = 1.f) {
   std::mt19937 generator(seed);
   std::uniform_real_distribution<float> distribution(lo, hi);
   std::vector<float> values(count);
@@ -32,7 +33,8 @@ inline std::vector<float> random_floats(size_t count, uint32_t seed, float lo = 
 template <typename T>
 DeviceBuffer<T> to_device(const std::vector<T>& host) {
   DeviceBuffer<T> device(host.size());
-  check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice), "test upload");
+  check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+        "test upload");
   return device;
 }
 
@@ -40,12 +42,14 @@ template <typename T>
 std::vector<T> to_host(const DeviceBuffer<T>& device, size_t count) {
   std::vector<T> host(count);
   check(cudaDeviceSynchronize(), "test synchronize");
-  check(cudaMemcpy(host.data(), device.data(), count * sizeof(T), cudaMemcpyDeviceToHost), "test download");
+  check(cudaMemcpy(host.data(), device.data(), count * sizeof(T), cudaMemcpyDeviceToHost),
+        "test download");
   return host;
 }
 
 // bf16 bit patterns of random_floats' values.
-inline std::vector<uint16_t> random_bf16(size_t count, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+inline std::vector<uint16_t> random_bf16(size_t count, uint32_t seed, float lo = -1.f,
+                                         float hi = 1.f) {
   const std::vector<float> values = random_floats(count, seed, lo, hi);
   std::vector<uint16_t> bits(count);
   for (size_t i = 0; i < count; ++i) bits[i] = float_to_bf16(values[i]);
@@ -66,7 +70,8 @@ inline std::vector<float> floats_of_bf16(const std::vector<uint16_t>& bits) {
   return out;
 }
 
-inline double relative_error(const std::vector<double>& reference, const std::vector<float>& actual) {
+inline double relative_error(const std::vector<double>& reference,
+                             const std::vector<float>& actual) {
   double diff = 0, norm = 0;
   for (size_t i = 0; i < reference.size(); ++i) {
     if (!std::isfinite(actual[i])) return INFINITY;
@@ -76,7 +81,9 @@ inline double relative_error(const std::vector<double>& reference, const std::ve
   return std::sqrt(diff / norm);
 }
 
-inline std::vector<double> widen(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+inline std::vector<double> widen(const std::vector<float>& values) {
+  return {values.begin(), values.end()};
+}
 
 class CudaKernels : public ::testing::Test {
  protected:

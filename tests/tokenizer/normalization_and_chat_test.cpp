@@ -15,13 +15,13 @@ TEST(Nfc, ComposesReordersAndKeepsExclusions) {
     std::u32string input, expected;
   };
   const Case cases[] = {
-      {U"e\u0301", U"\u00e9"},                      // e + acute -> é
-      {U"\u00e9", U"\u00e9"},                       // already composed
-      {U"a\u0323\u0302", U"\u1ead"},                // a + dot below + circumflex -> ậ
-      {U"a\u0302\u0323", U"\u1ead"},                // marks in the other order: reordered first
-      {U"\u1100\u1161\u11a8", U"\uac01"},           // Hangul L V T -> 각
-      {U"\u0958", U"\u0915\u093c"},                 // composition exclusion stays decomposed
-      {U"\u212b", U"\u00c5"},                       // Angstrom sign (singleton) -> Å
+      {U"e\u0301", U"\u00e9"},             // e + acute -> é
+      {U"\u00e9", U"\u00e9"},              // already composed
+      {U"a\u0323\u0302", U"\u1ead"},       // a + dot below + circumflex -> ậ
+      {U"a\u0302\u0323", U"\u1ead"},       // marks in the other order: reordered first
+      {U"\u1100\u1161\u11a8", U"\uac01"},  // Hangul L V T -> 각
+      {U"\u0958", U"\u0915\u093c"},        // composition exclusion stays decomposed
+      {U"\u212b", U"\u00c5"},              // Angstrom sign (singleton) -> Å
       {U"plain ascii", U"plain ascii"},
   };
   for (const Case& c : cases) EXPECT_EQ(to_nfc(c.input), c.expected) << encode_utf8(c.input);
@@ -39,7 +39,8 @@ std::vector<std::string> split(const std::string& text, SplitPattern pattern) {
 TEST(Pretokenizer, HandCheckedSplits) {
   using V = std::vector<std::string>;
   EXPECT_EQ(split("Hello  world", SplitPattern::qwen2), (V{"Hello", " ", " world"}));
-  EXPECT_EQ(split("I'LL do 12345", SplitPattern::qwen2), (V{"I", "'LL", " do", " ", "1", "2", "3", "4", "5"}));
+  EXPECT_EQ(split("I'LL do 12345", SplitPattern::qwen2),
+            (V{"I", "'LL", " do", " ", "1", "2", "3", "4", "5"}));
   EXPECT_EQ(split("I'LL do 12345", SplitPattern::llama3), (V{"I", "'LL", " do", " ", "123", "45"}));
   EXPECT_EQ(split("I'LL do 12345", SplitPattern::gpt2), (V{"I", "'", "LL", " do", " 12345"}));
   EXPECT_EQ(split("x;\n\n  y", SplitPattern::qwen2), (V{"x", ";\n\n", " ", " y"}));

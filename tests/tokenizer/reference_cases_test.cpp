@@ -23,9 +23,11 @@ struct Case {
 };
 
 std::vector<Case> reference_cases() {
-  const auto root = nlohmann::json::parse(read_file(testing::testbed_reference("tokenizer-cases.json")));
+  const auto root =
+      nlohmann::json::parse(read_file(testing::testbed_reference("tokenizer-cases.json")));
   std::vector<Case> cases;
-  for (const auto& c : root["cases"]) cases.push_back({c["text"], c["ids"].get<std::vector<int32_t>>()});
+  for (const auto& c : root["cases"])
+    cases.push_back({c["text"], c["ids"].get<std::vector<int32_t>>()});
   return cases;
 }
 
@@ -59,8 +61,9 @@ TEST(TokenizerReference, StreamingNeverSplitsACharacter) {
 }
 
 TEST(Tokenizer, RejectsInvalidUtf8) {
-  for (const std::string& bad : {std::string("ab\xff"), std::string("\xc3"), std::string("\xed\xa0\x80"),
-                                std::string("\xc0\xaf"), std::string("x\xf4\x90\x80\x80")}) {
+  for (const std::string& bad :
+       {std::string("ab\xff"), std::string("\xc3"), std::string("\xed\xa0\x80"),
+        std::string("\xc0\xaf"), std::string("x\xf4\x90\x80\x80")}) {
     EXPECT_THROW(testbed_tokenizer().encode(bad), Error);
   }
   EXPECT_THROW(testbed_tokenizer().decode(std::vector<int32_t>{8192}), Error);
@@ -73,7 +76,9 @@ TEST(StreamingDecoder, ReplacesBytesThatCannotFormACharacter) {
   ASSERT_EQ(t.token_bytes(lead), "\xe6");
   StreamingDecoder decoder(t);
   EXPECT_EQ(decoder.push(lead), "");  // waits for the rest of the character
-  EXPECT_EQ(decoder.push(t.encode("a")[0]), "\xef\xbf\xbd" "a");
+  EXPECT_EQ(decoder.push(t.encode("a")[0]),
+            "\xef\xbf\xbd"
+            "a");
   EXPECT_EQ(decoder.push(lead), "");
   EXPECT_EQ(decoder.flush(), "\xef\xbf\xbd");
 }

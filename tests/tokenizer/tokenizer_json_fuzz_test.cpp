@@ -44,7 +44,8 @@ TEST(TokenizerJsonFuzz, ByteLevelCorruptions) {
         }
         break;
       default:  // overwrite a run with random printable characters
-        for (size_t i = std::uniform_int_distribution<size_t>(0, text.size() - 40)(rng), k = 0; k < 30; ++k) {
+        for (size_t i = std::uniform_int_distribution<size_t>(0, text.size() - 40)(rng), k = 0;
+             k < 30; ++k) {
           text[i + k] = char(std::uniform_int_distribution<int>(32, 126)(rng));
         }
     }
@@ -63,17 +64,25 @@ TEST(TokenizerJsonFuzz, StructuralCorruptions) {
       [](json& j) { j["model"]["vocab"]["Ġthe"] = "five"; },
       [](json& j) { j["model"]["vocab"]["\u2603"] = 9000; },
       [](json& j) { j["model"]["merges"][10] = "nospace"; },
-      [](json& j) { j["model"]["merges"][11] = json::array({"zzzq", "qqq"}); },
+      [](json& j) {
+        j["model"]["merges"][11] = json::array({"zzzq", "qqq"});
+      },
       [](json& j) { j["model"]["merges"][12] = 7; },
       [](json& j) { j["model"]["byte_fallback"] = true; },
-      [](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; },
+      [](json& j) {
+        j["normalizer"] = {{"type", "Lowercase"}};
+      },
       [](json& j) { j["pre_tokenizer"] = nullptr; },
       [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\w+"; },
       [](json& j) { j["pre_tokenizer"]["pretokenizers"] = json::array(); },
-      [](json& j) { j["decoder"] = {{"type", "WordPiece"}}; },
+      [](json& j) {
+        j["decoder"] = {{"type", "WordPiece"}};
+      },
       [](json& j) { j["added_tokens"][0]["id"] = "zero"; },
       [](json& j) { j["added_tokens"][0]["content"] = ""; },
-      [](json& j) { j["post_processor"]["single"] = json::array({{{"SpecialToken", {{"id", "<s>"}}}}}); },
+      [](json& j) {
+        j["post_processor"]["single"] = json::array({{{"SpecialToken", {{"id", "<s>"}}}}});
+      },
       [](json& j) { j = json::array(); },
       [](json& j) { j["model"]["vocab"].erase("a"); },
   };
@@ -85,7 +94,8 @@ TEST(TokenizerJsonFuzz, StructuralCorruptions) {
       Tokenizer::parse(mutated.dump(), "mutated tokenizer.json");
     } catch (const Error& error) {
       threw = true;
-      EXPECT_NE(std::string(error.what()).find("mutated tokenizer.json"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("mutated tokenizer.json"), std::string::npos)
+          << error.what();
     } catch (const std::exception& other) {
       ADD_FAILURE() << "mutation " << i << " threw a non-oscar exception: " << other.what();
     }
@@ -97,9 +107,32 @@ TEST(TokenizerJsonFuzz, StructuralCorruptions) {
 TEST(TokenizerRandomText, EncodesAndRoundTrips) {
   const Tokenizer t = Tokenizer::load(testing::testbed_model_dir());
   std::mt19937 rng(99);
-  const std::vector<std::string> pieces = {"a", "Z", " ", "  ", "\t", "\n", "\r\n", "7", "42", "'s", "'LL",
-                                           "é", "日本", "🙂", "\xc2\xa0", ".", "!?", "_", "<|endoftext|>",
-                                           "(", "ﬁ", "Ж", "٣", "\u200b", "x86_64", "\u3000"};
+  const std::vector<std::string> pieces = {"a",
+                                           "Z",
+                                           " ",
+                                           "  ",
+                                           "\t",
+                                           "\n",
+                                           "\r\n",
+                                           "7",
+                                           "42",
+                                           "'s",
+                                           "'LL",
+                                           "é",
+                                           "日本",
+                                           "🙂",
+                                           "\xc2\xa0",
+                                           ".",
+                                           "!?",
+                                           "_",
+                                           "<|endoftext|>",
+                                           "(",
+                                           "ﬁ",
+                                           "Ж",
+                                           "٣",
+                                           "\u200b",
+                                           "x86_64",
+                                           "\u3000"};
   for (int trial = 0; trial < 400; ++trial) {
     std::string text;
     const int length = std::uniform_int_distribution<int>(0, 40)(rng);

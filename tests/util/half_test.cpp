@@ -25,9 +25,9 @@ TEST(Bf16, Conversions) {
 TEST(Fp16, Conversions) {
   EXPECT_EQ(float_to_fp16(1.0f), 0x3c00);
   EXPECT_EQ(float_to_fp16(-2.5f), 0xc100);
-  EXPECT_EQ(float_to_fp16(65504.0f), 0x7bff);       // largest normal
-  EXPECT_EQ(float_to_fp16(65519.0f), 0x7bff);       // rounds down to it
-  EXPECT_EQ(float_to_fp16(65520.0f), 0x7c00);       // rounds up to infinity
+  EXPECT_EQ(float_to_fp16(65504.0f), 0x7bff);               // largest normal
+  EXPECT_EQ(float_to_fp16(65519.0f), 0x7bff);               // rounds down to it
+  EXPECT_EQ(float_to_fp16(65520.0f), 0x7c00);               // rounds up to infinity
   EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(fp16_to_float(0x0001), std::ldexp(1.0f, -24));
   EXPECT_EQ(fp16_to_float(0x3555), 0.333251953125f);
@@ -43,9 +43,10 @@ TEST(ParallelFor, RunsEveryIndexAndRethrows) {
   std::vector<int> seen(1000, 0);
   parallel_for(0, 1000, [&](int64_t i) { seen[size_t(i)] += 1; });
   for (const int count : seen) EXPECT_EQ(count, 1);
-  EXPECT_THROW(parallel_for(0, 100, [](int64_t i) {
-                 if (i == 37) throw std::out_of_range("index 37");
-               }),
+  EXPECT_THROW(parallel_for(0, 100,
+                            [](int64_t i) {
+                              if (i == 37) throw std::out_of_range("index 37");
+                            }),
                std::out_of_range);
 }
 

@@ -18,7 +18,7 @@ constexpr int64_t kQueryBlock = 16;  // query tokens per task
 struct Rows {
   int64_t first_position = 0;  // position of row 0
   int64_t count = 0;
-  int64_t padded = 0;          // row capacity, a multiple of 16 (padding keys are zero)
+  int64_t padded = 0;  // row capacity, a multiple of 16 (padding keys are zero)
   std::vector<float> keys_transposed;
   std::vector<float> values;
 };
@@ -51,8 +51,8 @@ Rows gather_rows(int64_t begin, int64_t end, int64_t head_dim, Reader read) {
 }
 
 // scores[i] = scale * q . key(first + i) for i < count, sixteen keys per fma chain over head_dim.
-void score_rows(const float* query, const Rows& rows, int64_t first, int64_t count, int64_t head_dim,
-                float scale, float* scores) {
+void score_rows(const float* query, const Rows& rows, int64_t first, int64_t count,
+                int64_t head_dim, float scale, float* scores) {
   const int64_t offset = first - rows.first_position;
   alignas(64) float lanes[16];
   for (int64_t i = 0; i < count; i += 16) {

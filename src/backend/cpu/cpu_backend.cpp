@@ -7,8 +7,8 @@
 
 #include "backend/cpu/cpu_attention.h"
 #include "model/rope.h"
-#include "model/value_rotation_folding.h"
 #include "model/value_error_feedback.h"
+#include "model/value_rotation_folding.h"
 #include "quant/error_feedback.h"
 #include "util/error.h"
 
@@ -68,8 +68,10 @@ CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& option
   }
   require(!(kv_.key_error_feedback || kv_.value_error_feedback) || rotations != nullptr,
           "error feedback needs the oscar method's rotations file");
-  store_.set_feedback(kv_.key_error_feedback ? key_feedback_factors(*rotations) : std::vector<float>{},
-                      kv_.value_error_feedback ? value_feedback_factors(weights, *rotations) : std::vector<float>{});
+  store_.set_feedback(
+      kv_.key_error_feedback ? key_feedback_factors(*rotations) : std::vector<float>{},
+      kv_.value_error_feedback ? value_feedback_factors(weights, *rotations)
+                               : std::vector<float>{});
 }
 
 std::string CpuBackend::device_name() const {
@@ -176,7 +178,8 @@ void CpuBackend::attention_block(int64_t layer_index, const StepRows& rows,
                         &v[size_t((first_row + i) * kv_heads * d)]);
     }
     const int64_t until = step.kv->full_precision_until();
-    store_.quantize(layer_index, pages, quantized_end(kv_, cached, until), quantized_end(kv_, cached + count, until),
+    store_.quantize(layer_index, pages, quantized_end(kv_, cached, until),
+                    quantized_end(kv_, cached + count, until),
                     band_step_begin(kv_, cached, cached + count, until));
     AttentionRequest request;
     request.layer = layer_index;

@@ -36,8 +36,9 @@ class CpuBackend final : public Backend {
   };
   struct StepRows;  // per-step bookkeeping (cpu_backend.cpp)
 
-  void attention_block(int64_t layer_index, const StepRows& rows, std::span<const SequenceStep> steps,
-                       float* hidden, ActivationObserver* observer);
+  void attention_block(int64_t layer_index, const StepRows& rows,
+                       std::span<const SequenceStep> steps, float* hidden,
+                       ActivationObserver* observer);
   void mlp_block(const Layer& layer, int64_t tokens, float* hidden);
   void apply_qk_norm_and_rope(const Layer& layer, const StepRows& rows, float* q, float* k) const;
   void compute_logits(const StepRows& rows, std::span<const SequenceStep> steps,

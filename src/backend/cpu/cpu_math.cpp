@@ -78,7 +78,8 @@ void linear(const float* x, int64_t tokens, const CpuMatrix& w, float* y) {
   }
 }
 
-void rms_norm(const float* x, int64_t rows, int64_t width, const float* weight, double eps, float* y) {
+void rms_norm(const float* x, int64_t rows, int64_t width, const float* weight, double eps,
+              float* y) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * width;
     float* out = y + r * width;
@@ -97,7 +98,8 @@ void swiglu(const float* gate, const float* up, int64_t count, float* out) {
   }
 }
 
-void rotate_rows(float* x, int64_t rows, int64_t row_stride, const float* rotation, int64_t head_dim) {
+void rotate_rows(float* x, int64_t rows, int64_t row_stride, const float* rotation,
+                 int64_t head_dim) {
   // out[j] = sum_i x[i] R[i][j]: sixteen columns per fma chain over i (batch-invariant).
   std::vector<float> out(static_cast<size_t>(head_dim));
   for (int64_t r = 0; r < rows; ++r) {

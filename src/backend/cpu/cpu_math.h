@@ -22,14 +22,17 @@ struct CpuMatrix {
 // Each y[t][o] depends only on x[t] and w[o]: the same bits for any number of tokens.
 void linear(const float* x, int64_t tokens, const CpuMatrix& w, float* y);
 
-// Rows of length `width`: y = x / sqrt(mean(x^2) + eps) * weight (transformers' RMSNorm in float32).
-void rms_norm(const float* x, int64_t rows, int64_t width, const float* weight, double eps, float* y);
+// Rows of length `width`: y = x / sqrt(mean(x^2) + eps) * weight (transformers' RMSNorm in
+// float32).
+void rms_norm(const float* x, int64_t rows, int64_t width, const float* weight, double eps,
+              float* y);
 
 // out[i] = silu(gate[i]) * up[i].
 void swiglu(const float* gate, const float* up, int64_t count, float* out);
 
 // x_r = x_r R for `rows` rows of head_dim values, row r starting at x + r * row_stride;
 // R is D x D row-major (a row vector times R, as the OSCAR spec writes it).
-void rotate_rows(float* x, int64_t rows, int64_t row_stride, const float* rotation, int64_t head_dim);
+void rotate_rows(float* x, int64_t rows, int64_t row_stride, const float* rotation,
+                 int64_t head_dim);
 
 }  // namespace oscar

@@ -15,19 +15,39 @@ namespace oscar::simd {
 struct Vec16 {
 #if defined(__AVX512F__)
   __m512 v;
-  static Vec16 zero() { return {_mm512_setzero_ps()}; }
-  static Vec16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
-  static Vec16 broadcast(float x) { return {_mm512_set1_ps(x)}; }
-  void store(float* p) const { _mm512_storeu_ps(p, v); }
+  static Vec16 zero() {
+    return {_mm512_setzero_ps()};
+  }
+  static Vec16 load(const float* p) {
+    return {_mm512_loadu_ps(p)};
+  }
+  static Vec16 broadcast(float x) {
+    return {_mm512_set1_ps(x)};
+  }
+  void store(float* p) const {
+    _mm512_storeu_ps(p, v);
+  }
   // this = a * b + this
-  void fma(const Vec16& a, const Vec16& b) { v = _mm512_fmadd_ps(a.v, b.v, v); }
-  void add(const Vec16& a) { v = _mm512_add_ps(v, a.v); }
-  void scale(float s) { v = _mm512_mul_ps(v, _mm512_set1_ps(s)); }
+  void fma(const Vec16& a, const Vec16& b) {
+    v = _mm512_fmadd_ps(a.v, b.v, v);
+  }
+  void add(const Vec16& a) {
+    v = _mm512_add_ps(v, a.v);
+  }
+  void scale(float s) {
+    v = _mm512_mul_ps(v, _mm512_set1_ps(s));
+  }
 #elif defined(__AVX2__) && defined(__FMA__)
   __m256 lo, hi;
-  static Vec16 zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
-  static Vec16 load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
-  static Vec16 broadcast(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+  static Vec16 zero() {
+    return {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  }
+  static Vec16 load(const float* p) {
+    return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)};
+  }
+  static Vec16 broadcast(float x) {
+    return {_mm256_set1_ps(x), _mm256_set1_ps(x)};
+  }
   void store(float* p) const {
     _mm256_storeu_ps(p, lo);
     _mm256_storeu_ps(p + 8, hi);
@@ -46,7 +66,9 @@ struct Vec16 {
   }
 #else
   float lane[16];
-  static Vec16 zero() { return Vec16{}; }
+  static Vec16 zero() {
+    return Vec16{};
+  }
   static Vec16 load(const float* p) {
     Vec16 r;
     for (int i = 0; i < 16; ++i) r.lane[i] = p[i];

@@ -20,7 +20,7 @@ struct AttentionArgs {
   const std::byte* band_pages = nullptr;       // this layer's band arena (null without a band)
   const QueryRow* rows = nullptr;
   const PageIds* page_table = nullptr;
-  const StepCounts* counts = nullptr;          // device copy of the step's counts
+  const StepCounts* counts = nullptr;  // device copy of the step's counts
   const DecodeItem* decode_items = nullptr;
   const BlockItem* block_items = nullptr;
   // The tensor-core prefill kernel's bf16 view of the prefilling sequences' keys: for each logical
@@ -31,11 +31,13 @@ struct AttentionArgs {
   const float* queries = nullptr;  // [rows][num_heads][head_dim], rotated like the stored keys
   float* partials = nullptr;
   int num_kv_heads = 0;
-  int group = 0;                   // query heads per KV head
-  float score_scale = 0;           // log2(e) / sqrt(head_dim): scores in log2 units
+  int group = 0;          // query heads per KV head
+  float score_scale = 0;  // log2(e) / sqrt(head_dim): scores in log2 units
   const float* q8_scales = nullptr;
 };
 
-constexpr int64_t partial_record_floats(int group, int64_t head_dim) { return group * (head_dim + 2); }
+constexpr int64_t partial_record_floats(int group, int64_t head_dim) {
+  return group * (head_dim + 2);
+}
 
 }  // namespace oscar::cuda

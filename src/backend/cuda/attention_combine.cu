@@ -17,7 +17,7 @@ namespace {
 constexpr int kPairs = kHeadDim / 2;  // a thread sums two channels: one 8-byte load per split
 constexpr int kMaxSplitLanes = 8;     // threads per channel pair, each taking every lanes-th split
 constexpr int kMaxThreads = kPairs * kMaxSplitLanes;
-constexpr int kEarlySplits = 8;       // a thread's first splits whose values load beside the maxima
+constexpr int kEarlySplits = 8;  // a thread's first splits whose values load beside the maxima
 
 // Max or sum over the block, through `scratch` (one slot per warp).
 template <bool Max>
@@ -30,7 +30,8 @@ __device__ float reduce_block(float value, float* scratch) {
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x / 32] = value;
   __syncthreads();
   value = scratch[0];
-  for (int w = 1; w < int(blockDim.x / 32); ++w) value = Max ? fmaxf(value, scratch[w]) : value + scratch[w];
+  for (int w = 1; w < int(blockDim.x / 32); ++w)
+    value = Max ? fmaxf(value, scratch[w]) : value + scratch[w];
   __syncthreads();  // scratch is free for the next reduction
   return value;
 }
@@ -46,8 +47,9 @@ __device__ float reduce_block(float value, float* scratch) {
 // two reductions. The sums keep their order, so the output is the same to the bit. (A one-pass
 // version, each thread an online softmax over its splits, was faster, but it moved the outputs by
 // rounding and flipped a near-tie of CudaMatchesCpu.GreedyContinuation.)
-__global__ void attention_combine_kernel(const CombineTask* tasks, const float* partials, int num_kv_heads,
-                                         int group, __nv_bfloat16* out, float* out_float) {
+__global__ void attention_combine_kernel(const CombineTask* tasks, const float* partials,
+                                         int num_kv_heads, int group, __nv_bfloat16* out,
+                                         float* out_float) {
   __shared__ float scratch[kMaxThreads / 32];
   __shared__ float2 lane_sums[kMaxSplitLanes][kPairs];
   const int head = int(blockIdx.x) % group;
@@ -61,7 +63,9 @@ __global__ void attention_combine_kernel(const CombineTask* tasks, const float* 
   const int64_t stride = int64_t(task.stride) * record_floats;
   const int lanes = int(blockDim.x) / kPairs;
   const int pair = int(threadIdx.x) % kPairs, lane = int(threadIdx.x) / kPairs;
-  auto values_of = [&](int s) { return reinterpret_cast<const float2*>(first + s * stride + 2 * group + head * kHeadDim); };
+  auto values_of = [&](int s) {
+    return reinterpret_cast<const float2*>(first + s * stride + 2 * group + head * kHeadDim);
+  };
   float2 early[kEarlySplits];
 #pragma unroll
   for (int k = 0; k < kEarlySplits; ++k) {
@@ -69,7 +73,8 @@ __global__ void attention_combine_kernel(const CombineTask* tasks, const float* 
     early[k] = s < task.count ? values_of(s)[pair] : make_float2(0.0f, 0.0f);
   }
   float max = -INFINITY;
-  for (int s = int(threadIdx.x); s < task.count; s += int(blockDim.x)) max = fmaxf(max, first[s * stride + head]);
+  for (int s = int(threadIdx.x); s < task.count; s += int(blockDim.x))
+    max = fmaxf(max, first[s * stride + head]);
   max = reduce_block<true>(max, scratch);
   float sum = 0.0f;
   for (int s = int(threadIdx.x); s < task.count; s += int(blockDim.x)) {
@@ -98,16 +103,17 @@ __global__ void attention_combine_kernel(const CombineTask* tasks, const float* 
     value.y += lane_sums[l][pair].y;
   }
   const float2 result = make_float2(value.x / sum, value.y / sum);
-  const int64_t index = ((int64_t(row) * num_kv_heads + kv_head) * group + head) * kHeadDim + 2 * pair;
+  const int64_t index =
+      ((int64_t(row) * num_kv_heads + kv_head) * group + head) * kHeadDim + 2 * pair;
   *reinterpret_cast<__nv_bfloat162*>(out + index) = __floats2bfloat162_rn(result.x, result.y);
   if (out_float != nullptr) *reinterpret_cast<float2*>(out_float + index) = result;
 }
 
 }  // namespace
 
-void launch_attention_combine(const CombineTask* tasks, int64_t rows, int64_t max_splits, const float* partials,
-                              int num_kv_heads, int group, int head_dim, __nv_bfloat16* out, float* out_float,
-                              cudaStream_t stream) {
+void launch_attention_combine(const CombineTask* tasks, int64_t rows, int64_t max_splits,
+                              const float* partials, int num_kv_heads, int group, int head_dim,
+                              __nv_bfloat16* out, float* out_float, cudaStream_t stream) {
   if (rows == 0) return;
   // (util/error.h's fmt checks do not build under nvcc.)
   if (head_dim != kHeadDim) {
@@ -118,8 +124,9 @@ void launch_attention_combine(const CombineTask* tasks, int64_t rows, int64_t ma
   // split made blocks of 512 threads per head from 5 splits on, and a batch's blocks more waves.
   int lanes = 1;
   while (lanes < kMaxSplitLanes && lanes * kEarlySplits < max_splits) lanes *= 2;
-  launch_chained("attention_combine_kernel", attention_combine_kernel, dim3(unsigned(rows * num_kv_heads * group)),
-                 dim3(unsigned(kPairs * lanes)), 0, stream, tasks, partials, num_kv_heads, group, out, out_float);
+  launch_chained("attention_combine_kernel", attention_combine_kernel,
+                 dim3(unsigned(rows * num_kv_heads * group)), dim3(unsigned(kPairs * lanes)), 0,
+                 stream, tasks, partials, num_kv_heads, group, out, out_float);
 }
 
 }  // namespace oscar::cuda

@@ -16,8 +16,8 @@
 namespace oscar::cuda {
 
 template <typename... Params, typename... Args>
-void launch_chained(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_bytes,
-                    cudaStream_t stream, Args&&... args) {
+void launch_chained(const char* kernel_name, void (*kernel)(Params...), dim3 grid, dim3 block,
+                    size_t shared_bytes, cudaStream_t stream, Args&&... args) {
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;

@@ -46,16 +46,19 @@ using namespace oscar::cuda;
 
 // What the kernels support; anything else is refused at construction with the flag to change.
 void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
-  require(config.head_dim == kHeadDim, "--device cuda: head_dim {} is not supported (the kernels need {})",
-          config.head_dim, kHeadDim);
+  require(config.head_dim == kHeadDim,
+          "--device cuda: head_dim {} is not supported (the kernels need {})", config.head_dim,
+          kHeadDim);
   require(config.group_size() >= 1 && config.group_size() <= 8,
           "--device cuda: {} query heads per KV head is not supported (1..8)", config.group_size());
   require(config.hidden_size % 4 == 0 && config.hidden_size <= 16384,
-          "--device cuda: hidden size {} is not supported (the norm kernel needs a multiple of 4, at most 16384)",
+          "--device cuda: hidden size {} is not supported (the norm kernel needs a multiple of 4, "
+          "at most 16384)",
           config.hidden_size);
-  require(kv.dtype != KvDtype::f32, "--device cuda: --kv-dtype f32 exists on the CPU reference only");
-  require(kv.page_size_tokens % 16 == 0, "--device cuda: --kv-page-size must be a multiple of 16, got {}",
-          kv.page_size_tokens);
+  require(kv.dtype != KvDtype::f32,
+          "--device cuda: --kv-dtype f32 exists on the CPU reference only");
+  require(kv.page_size_tokens % 16 == 0,
+          "--device cuda: --kv-page-size must be a multiple of 16, got {}", kv.page_size_tokens);
   if (kv.quantized()) {
     require(kv.group_size == 32 || kv.group_size == 64 || kv.group_size == 128,
             "--device cuda: --kv-group-size must be 32, 64 or 128, got {}", kv.group_size);
@@ -66,20 +69,22 @@ void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
 struct LaunchSizes {
   int64_t rows = 0;
   int64_t logit_rows = 0;
-  int64_t block_items = 0;   // prefill-kernel items (0: no launch)
-  int64_t max_splits = 0;    // bound of a row's partial records (the combine kernel's threads)
+  int64_t block_items = 0;  // prefill-kernel items (0: no launch)
+  int64_t max_splits = 0;   // bound of a row's partial records (the combine kernel's threads)
   bool decode_items = false;
   int64_t migrate_bound = 0;  // grid bound of the migration kernel (it loops over the device count)
   int64_t band_migrate_bound = 0;  // ... and of its launch for the band's copies
   int64_t key_groups = 0;
-  // Migrate for all layers in one launch before the first layer (StepPlan::migrations_read_earlier_steps)
-  // instead of one launch per layer after the layer's write.
+  // Migrate for all layers in one launch before the first layer
+  // (StepPlan::migrations_read_earlier_steps) instead of one launch per layer after the layer's
+  // write.
   bool migrate_first = false;
 };
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const ModelWeights& weights, const BackendOptions& options, const KvRotations* rotations);
+  CudaBackend(const ModelWeights& weights, const BackendOptions& options,
+              const KvRotations* rotations);
   ~CudaBackend() override;
 
   std::string device_name() const override;
@@ -87,7 +92,8 @@ class CudaBackend final : public Backend {
   const KvCacheConfig& kv_config() const override { return kv_; }
   const PageLayout& page_layout() const override { return layout_; }
   KvPageCounts kv_capacity() const override { return capacity_; }
-  void forward(std::span<const SequenceStep> steps, StepLogits& logits, ActivationObserver* observer) override;
+  void forward(std::span<const SequenceStep> steps, StepLogits& logits,
+               ActivationObserver* observer) override;
 
   void fill_kv_with_noise(uint64_t seed);
   void set_phase_timing(bool enabled) { phases_.set_enabled(enabled); }
@@ -110,7 +116,8 @@ class CudaBackend final : public Backend {
   DeviceWeights weights_;
   std::optional<DeviceKvPages> pages_;
   DeviceBuffer<float> q8_scales_;
-  DeviceBuffer<float> key_feedback_;    // [layers][kv_heads][D][D], empty without the keys' error feedback
+  DeviceBuffer<float>
+      key_feedback_;  // [layers][kv_heads][D][D], empty without the keys' error feedback
   DeviceBuffer<float> value_feedback_;  // the same for the values'
   // The dequantized 2-bit and band pages a prefill step reads (StepPlan::dequantize), bf16 pages of
   // layout_, reused by every layer and grown to the largest step. Never in a captured graph.
@@ -129,8 +136,10 @@ class CudaBackend final : public Backend {
   // The logits' copies run here, each after its slice of the LM head (enqueue_logits).
   cudaStream_t copy_stream_ = nullptr;
   static constexpr int kMaxLogitSlices = 4;
-  static constexpr int64_t kLogitSliceBytes = int64_t(2) << 20;  // a slice's logits at least (below: one slice)
-  std::array<cudaEvent_t, kMaxLogitSlices + 1> logit_events_{};  // a slice done; the last: copies done
+  static constexpr int64_t kLogitSliceBytes =
+      int64_t(2) << 20;  // a slice's logits at least (below: one slice)
+  std::array<cudaEvent_t, kMaxLogitSlices + 1>
+      logit_events_{};  // a slice done; the last: copies done
   StepGraphs graphs_;
   PhaseTimer phases_;  // the benchmarks' per-phase GPU time (set_forward_phase_timing)
   StepPlanShape plan_shape_;
@@ -160,7 +169,8 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
   require(!(kv_.key_error_feedback || kv_.value_error_feedback) || rotations != nullptr,
           "error feedback needs the oscar method's rotations file");
   if (kv_.key_error_feedback) upload(key_feedback_factors(*rotations), key_feedback_);
-  if (kv_.value_error_feedback) upload(value_feedback_factors(weights, *rotations), value_feedback_);
+  if (kv_.value_error_feedback)
+    upload(value_feedback_factors(weights, *rotations), value_feedback_);
   gemm_ = std::make_unique<Gemm>(stream_);
   plan_shape_.num_kv_heads = config_.num_kv_heads;
   plan_shape_.group = config_.group_size();
@@ -196,20 +206,24 @@ std::string CudaBackend::device_name() const {
   return fmt::format("cuda ({}, sm_{}{})", properties.name, properties.major, properties.minor);
 }
 
-void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logits, ActivationObserver* observer) {
+void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logits,
+                          ActivationObserver* observer) {
   make_step_plan(steps, kv_, plan_shape_, plan_);
   const StepPlan& plan = plan_;
   const int64_t rows = int64_t(plan.rows.size());
   const int64_t logit_rows = int64_t(plan.logit_rows.size());
   bool moved = step_.upload(plan, stream_);
-  moved |= workspace_.reserve(config_, rows, logit_rows,
-                              plan.partial_records * partial_record_floats(int(config_.group_size()), config_.head_dim));
-  moved |= host_logits_.reserve(size_t(logit_rows * config_.vocab_size));  // a graph's copies write there
+  moved |= workspace_.reserve(
+      config_, rows, logit_rows,
+      plan.partial_records * partial_record_floats(int(config_.group_size()), config_.head_dim));
+  moved |= host_logits_.reserve(
+      size_t(logit_rows * config_.vocab_size));  // a graph's copies write there
   if (moved) graphs_.clear();
   const size_t scratch_bytes = size_t(plan.scratch_pages() * layout_.full_page_bytes);
   if (scratch_bytes > prefill_scratch_.size()) {
     prefill_scratch_.resize(scratch_bytes);
-    scratch_page_map_ = make_page_tensor_map(prefill_scratch_.data(), plan.scratch_pages(), layout_);
+    scratch_page_map_ =
+        make_page_tensor_map(prefill_scratch_.data(), plan.scratch_pages(), layout_);
   }
 
   LaunchSizes sizes;
@@ -237,7 +251,8 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
   }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(forward)");
   phases_.finish();
-  logits.values = std::span<const float>(host_logits_.data(), size_t(logit_rows * config_.vocab_size));
+  logits.values =
+      std::span<const float>(host_logits_.data(), size_t(logit_rows * config_.vocab_size));
   logits.rows = logit_rows;
   logits.vocab_size = config_.vocab_size;
 }
@@ -249,7 +264,8 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
   const float eps = float(c.block.rms_norm_eps);
   Workspace& w = workspace_;
   const int step_interval = phases_.begin(ForwardPhase::total, stream_);
-  launch_embedding(step_.tokens(), rows, weights_.embedding.data(), c.hidden_size, w.hidden.data(), stream_);
+  launch_embedding(step_.tokens(), rows, weights_.embedding.data(), c.hidden_size, w.hidden.data(),
+                   stream_);
   // One launch instead of one per layer: a small launch per layer was a measurable share of a
   // decode step. (On a second stream beside the first layer's work it made the INT2 steps slower.)
   const int first_migration = phases_.begin(ForwardPhase::kv_write, stream_);
@@ -257,8 +273,8 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
   phases_.end(first_migration, stream_);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const DeviceLayerWeights& lw = weights_.layers[size_t(layer)];
-    launch_add_rms_norm(w.hidden.data(), layer == 0 ? nullptr : w.delta.data(), nullptr, rows, c.hidden_size,
-                        lw.input_norm.data(), eps, w.normed.data(), stream_);
+    launch_add_rms_norm(w.hidden.data(), layer == 0 ? nullptr : w.delta.data(), nullptr, rows,
+                        c.hidden_size, lw.input_norm.data(), eps, w.normed.data(), stream_);
     const int qkv_product = phases_.begin(ForwardPhase::linear, stream_);
     gemm_->linear(w.normed.data(), rows, lw.qkv.data(), qkv_width, c.hidden_size, w.qkv.data());
     phases_.end(qkv_product, stream_);
@@ -299,13 +315,15 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
     launch_add_rms_norm(w.hidden.data(), w.delta.data(), nullptr, rows, c.hidden_size,
                         lw.post_attention_norm.data(), eps, w.normed.data(), stream_);
     const int mlp_products = phases_.begin(ForwardPhase::linear, stream_);
-    gemm_->linear_swiglu(w.normed.data(), rows, lw.gate_up.data(), c.intermediate_size, c.hidden_size,
-                         w.gate_up.data(), w.activation.data());
-    gemm_->linear(w.activation.data(), rows, lw.down.data(), c.hidden_size, c.intermediate_size, w.delta.data());
+    gemm_->linear_swiglu(w.normed.data(), rows, lw.gate_up.data(), c.intermediate_size,
+                         c.hidden_size, w.gate_up.data(), w.activation.data());
+    gemm_->linear(w.activation.data(), rows, lw.down.data(), c.hidden_size, c.intermediate_size,
+                  w.delta.data());
     phases_.end(mlp_products, stream_);
   }
-  launch_add_rms_norm(w.hidden.data(), w.delta.data(), step_.logit_rows(), sizes.logit_rows, c.hidden_size,
-                      weights_.final_norm.data(), eps, w.normed_logits.data(), stream_);
+  launch_add_rms_norm(w.hidden.data(), w.delta.data(), step_.logit_rows(), sizes.logit_rows,
+                      c.hidden_size, weights_.final_norm.data(), eps, w.normed_logits.data(),
+                      stream_);
   const int lm_head = phases_.begin(ForwardPhase::linear, stream_);
   enqueue_logits(sizes.logit_rows);
   phases_.end(lm_head, stream_);
@@ -327,24 +345,28 @@ void CudaBackend::enqueue_logits(int64_t logit_rows) {
   for (int s = 0; s < slices; ++s) {
     const int64_t begin = s * vocab / slices, width = (s + 1) * vocab / slices - begin;
     float* slice = workspace_.logits.data() + logit_rows * begin;
-    gemm_->linear(workspace_.normed_logits.data(), logit_rows, weights_.output_matrix() + begin * hidden, width, hidden,
-                  slice);
+    gemm_->linear(workspace_.normed_logits.data(), logit_rows,
+                  weights_.output_matrix() + begin * hidden, width, hidden, slice);
     check(cudaEventRecord(logit_events_[size_t(s)], stream_), "cudaEventRecord(logits)");
-    check(cudaStreamWaitEvent(copy_stream_, logit_events_[size_t(s)]), "cudaStreamWaitEvent(logits)");
+    check(cudaStreamWaitEvent(copy_stream_, logit_events_[size_t(s)]),
+          "cudaStreamWaitEvent(logits)");
     check(cudaMemcpy2DAsync(host_logits_.data() + begin, size_t(vocab) * sizeof(float), slice,
-                            size_t(width) * sizeof(float), size_t(width) * sizeof(float), size_t(logit_rows),
-                            cudaMemcpyDeviceToHost, copy_stream_),
+                            size_t(width) * sizeof(float), size_t(width) * sizeof(float),
+                            size_t(logit_rows), cudaMemcpyDeviceToHost, copy_stream_),
           "cudaMemcpy2DAsync(logits)");
   }
   check(cudaEventRecord(logit_events_[kMaxLogitSlices], copy_stream_), "cudaEventRecord(logits)");
-  check(cudaStreamWaitEvent(stream_, logit_events_[kMaxLogitSlices]), "cudaStreamWaitEvent(logits)");
+  check(cudaStreamWaitEvent(stream_, logit_events_[kMaxLogitSlices]),
+        "cudaStreamWaitEvent(logits)");
 }
 
 void CudaBackend::enqueue_migration(int64_t first_layer, int64_t layers, const LaunchSizes& sizes) {
   if (!kv_.quantized()) return;
-  launch_kv_migrate(migration_args(first_layer, layers, false), sizes.migrate_bound, sizes.key_groups, stream_);
+  launch_kv_migrate(migration_args(first_layer, layers, false), sizes.migrate_bound,
+                    sizes.key_groups, stream_);
   if (sizes.band_migrate_bound > 0) {
-    launch_kv_migrate(migration_args(first_layer, layers, true), sizes.band_migrate_bound, 0, stream_);
+    launch_kv_migrate(migration_args(first_layer, layers, true), sizes.band_migrate_bound, 0,
+                      stream_);
   }
 }
 
@@ -358,7 +380,8 @@ KvMigrateArgs CudaBackend::migration_args(int64_t first_layer, int64_t layers, b
   migrate.quantized_pages = band ? pages_->band(first_layer) : pages_->quantized(first_layer);
   migrate.num_layers = int(layers);
   migrate.full_layer_bytes = pages_->full_layer_bytes();
-  migrate.quantized_layer_bytes = band ? pages_->band_layer_bytes() : pages_->quantized_layer_bytes();
+  migrate.quantized_layer_bytes =
+      band ? pages_->band_layer_bytes() : pages_->quantized_layer_bytes();
   migrate.page_table = step_.page_table();
   migrate.tasks = band ? step_.band_migrate() : step_.migrate();
   migrate.key_groups = step_.key_groups();
@@ -369,7 +392,8 @@ KvMigrateArgs CudaBackend::migration_args(int64_t first_layer, int64_t layers, b
   migrate.clip_ratio_k = kv_.clip_ratio_k;
   migrate.clip_ratio_v = kv_.clip_ratio_v;
   migrate.clip_search = kv_.clip_search;
-  const int64_t first_factor = first_layer * config_.num_kv_heads * config_.head_dim * config_.head_dim;
+  const int64_t first_factor =
+      first_layer * config_.num_kv_heads * config_.head_dim * config_.head_dim;
   if (key_feedback_.size() > 0) migrate.key_feedback = key_feedback_.data() + first_factor;
   if (value_feedback_.size() > 0) migrate.value_feedback = value_feedback_.data() + first_factor;
   return migrate;
@@ -400,26 +424,28 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
                          int64_t(plan_.band_dequantize.size()), args.q8_scales,
                          prefill_scratch_.data(), stream_);
     args.scratch_pages = prefill_scratch_.data();
-    launch_prefill_attention(args, sizes.block_items, full_page_maps_[size_t(layer)], scratch_page_map_,
-                             stream_);
+    launch_prefill_attention(args, sizes.block_items, full_page_maps_[size_t(layer)],
+                             scratch_page_map_, stream_);
   } else if (sizes.block_items > 0) {
     const int64_t units = sizes.block_items * c.num_kv_heads;
     launch_float_block_attention(args, int(std::min<int64_t>(units, float_block_grid_)), stream_);
   }
-  launch_attention_combine(step_.combine(), sizes.rows, sizes.max_splits, workspace_.partials.data(),
-                           int(c.num_kv_heads), int(c.group_size()), int(c.head_dim), workspace_.attention.data(),
-                           nullptr, stream_);
+  launch_attention_combine(step_.combine(), sizes.rows, sizes.max_splits,
+                           workspace_.partials.data(), int(c.num_kv_heads), int(c.group_size()),
+                           int(c.head_dim), workspace_.attention.data(), nullptr, stream_);
 }
 
 // The observer reads post-RoPE q, k, v before any KV rotation: the q|k|v rows, split per part.
 void CudaBackend::observe(int64_t layer, int64_t rows, ActivationObserver& observer) {
   const ModelConfig& c = config_;
   const int64_t pitch = (c.q_dim() + 2 * c.kv_dim()) * int64_t(sizeof(float));
-  std::vector<float> q(size_t(rows * c.q_dim())), k(size_t(rows * c.kv_dim())), v(size_t(rows * c.kv_dim()));
+  std::vector<float> q(size_t(rows * c.q_dim())), k(size_t(rows * c.kv_dim())),
+      v(size_t(rows * c.kv_dim()));
   const float* source = workspace_.qkv.data();
   auto copy = [&](float* target, int64_t offset, int64_t width) {
     check(cudaMemcpy2DAsync(target, size_t(width) * sizeof(float), source + offset, size_t(pitch),
-                            size_t(width) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost, stream_),
+                            size_t(width) * sizeof(float), size_t(rows), cudaMemcpyDeviceToHost,
+                            stream_),
           "cudaMemcpy2DAsync(observed activations)");
   };
   copy(q.data(), 0, c.q_dim());
@@ -431,7 +457,8 @@ void CudaBackend::observe(int64_t layer, int64_t rows, ActivationObserver& obser
 
 void CudaBackend::fill_kv_with_noise(uint64_t seed) {
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
-    launch_fill_kv_noise(*pages_, layer, layout_, band_layout_, capacity_, seed + uint64_t(layer), stream_);
+    launch_fill_kv_noise(*pages_, layer, layout_, band_layout_, capacity_, seed + uint64_t(layer),
+                         stream_);
   }
   check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(fill_kv_with_noise)");
 }
@@ -453,7 +480,8 @@ int64_t cuda_free_bytes() {
   return int64_t(free_bytes);
 }
 
-std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const BackendOptions& options,
+std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights,
+                                           const BackendOptions& options,
                                            const KvRotations* rotations) {
   return std::make_unique<CudaBackend>(weights, options, rotations);
 }

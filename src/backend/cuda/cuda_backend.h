@@ -11,10 +11,11 @@ namespace oscar {
 struct ModelWeights;
 struct KvRotations;
 
-int cuda_device_count();   // 0 when no driver or device is present
+int cuda_device_count();    // 0 when no driver or device is present
 int64_t cuda_free_bytes();  // free memory of the current device
 
-std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights, const BackendOptions& options,
+std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights,
+                                           const BackendOptions& options,
                                            const KvRotations* rotations);
 
 // Benchmarks only: fills every KV page of a CUDA backend with random finite contents (bf16 values

@@ -17,7 +17,9 @@ void check(cublasStatus_t status, const char* what) {
   }
 }
 
-void check_launch(const char* kernel_name) { check(cudaGetLastError(), kernel_name); }
+void check_launch(const char* kernel_name) {
+  check(cudaGetLastError(), kernel_name);
+}
 
 void require_launch(bool condition, const std::string& message) {
   if (!condition) throw Error(message);

@@ -5,8 +5,8 @@
 // Work: persistent blocks take (decode item, KV head) units in turn from a device counter; the
 // block's four warps take the item's tiles round-robin (16 tokens; super-tiles of 64 (INT2) or 32
 // (INT4) tokens in groups of 64 or 128, see process_packed_item), each with its own cp.async
-// pipeline in shared memory, and merge their softmax states at the end into one partial record (attention_combine.cu
-// merges the splits). All query heads of the GQA group are one mma operand.
+// pipeline in shared memory, and merge their softmax states at the end into one partial record
+// (attention_combine.cu merges the splits). All query heads of the GQA group are one mma operand.
 //
 // Per 16-token tile, as mma.m16n8k16 (tokens x channels x heads), f32 accumulation:
 //   scores  S[token][head] = sum_channels K[token][c] q[head][c]    (A = keys, B = query)
@@ -24,14 +24,14 @@
 // are 16 bits apart in one 32-bit word (one shift, one lop3 per pair); codes that sit 2 or 4 bits
 // higher are taken unshifted as code * 4 (or * 16), the query divided by the same power of two.
 // INT2 and INT4 in groups of 64 or 128 channels (the OSCAR configurations and the band) have
-// their own path (process_packed_item): ldmatrix loads of the codes, no subtraction, super-tiles, the
-// query one f16 operand (2^-11 relative, 8x finer than the bf16 activations it comes from).
+// their own path (process_packed_item): ldmatrix loads of the codes, no subtraction, super-tiles,
+// the query one f16 operand (2^-11 relative, 8x finer than the bf16 activations it comes from).
 // Other formats keep per-lane word loads (a 32-channel group would split an m-tile's rows).
 //
 // This file holds the work loop, the merge of a unit's states and the launch; the paths are beside
 // it: decode_full_pages.cuh (bf16 pages), decode_quantized_words.cuh (word loads),
-// decode_packed_codes.cuh and decode_packed_pages.cuh (super-tiles), all on decode_attention_warp.cuh
-// (a warp's softmax state, pipeline, tiles, query and merge-area slice).
+// decode_packed_codes.cuh and decode_packed_pages.cuh (super-tiles), all on
+// decode_attention_warp.cuh (a warp's softmax state, pipeline, tiles, query and merge-area slice).
 #include "backend/cuda/decode_attention.h"
 
 #include "backend/cuda/chained_launch.cuh"
@@ -45,7 +45,8 @@ namespace decode {
 namespace {
 
 // The four warps' states of one item, merged into its partial record.
-__device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int kv_head, const float* merge) {
+__device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int kv_head,
+                            const float* merge) {
   const int group = a.group;
   const int slice = group * (kHeadDim + 2);
   float* record = a.partials + int64_t(item.partial + kv_head) * slice;
@@ -76,7 +77,8 @@ __device__ void merge_warps(const AttentionArgs& a, const DecodeItem& item, int 
 __device__ int work_counter[2];
 
 constexpr int kPoolsBytes = kWarps * kPoolBytes;
-// The next unit's index and descriptor (written by thread 0 during the merge, read by all after it).
+// The next unit's index and descriptor (written by thread 0 during the merge, read by all after
+// it).
 struct NextUnit {
   int work;
   DecodeItem item;
@@ -92,8 +94,8 @@ constexpr int kSharedBytes = kNextUnitOffset + int(sizeof(NextUnit));
 // the super-tile path, groups of 32 the word-load path. Band items (INT2 caches only: the band's
 // INT4 copies, f16 parameters, KvCacheConfig::band_config) take the path of the cache's groups.
 template <int Bits, int Group, ParamFormat Format>
-__device__ __forceinline__ void process_item(const ItemContext& c, WarpState& state, unsigned char* pool,
-                                             float* merge) {
+__device__ __forceinline__ void process_item(const ItemContext& c, WarpState& state,
+                                             unsigned char* pool, float* merge) {
   if constexpr (Bits == 0) {
     process_full_item(c, state, pool, merge);
   } else {
@@ -147,7 +149,8 @@ __global__ void __launch_bounds__(kThreads, 3) decode_attention_kernel(const Att
     process_item<Bits, Group, Format>(context, state, pool, merge);
     __syncthreads();
     DecodeItem following{};
-    if (threadIdx.x == 0 && claimed < work_units) following = args.decode_items[claimed / args.num_kv_heads];
+    if (threadIdx.x == 0 && claimed < work_units)
+      following = args.decode_items[claimed / args.num_kv_heads];
     merge_warps(args, item, kv_head, merge);
     if (threadIdx.x == 0) {
       next.work = claimed;
@@ -203,16 +206,19 @@ KernelPointer prepared_kernel(const PageLayout& layout) {
 }  // namespace decode
 
 bool decode_attention_supports(const PageLayout& layout, int group) {
-  const bool format_ok = layout.bits == 0 || ((layout.bits == 2 || layout.bits == 4) && !layout.keys_per_channel);
+  const bool format_ok =
+      layout.bits == 0 || ((layout.bits == 2 || layout.bits == 4) && !layout.keys_per_channel);
   return layout.head_dim == kHeadDim && group >= 1 && group <= decode::kMaxGroup &&
-         layout.element_bytes == 2 && layout.page_size_tokens % decode::kTileTokens == 0 && format_ok;
+         layout.element_bytes == 2 && layout.page_size_tokens % decode::kTileTokens == 0 &&
+         format_ok;
 }
 
 int decode_attention_resident_blocks(const PageLayout& layout) {
   const decode::KernelPointer kernel = decode::prepared_kernel(layout);
   int device = 0, multiprocessors = 0, per_multiprocessor = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
+        "cudaDeviceGetAttribute");
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, decode::kThreads,
                                                       decode::kSharedBytes),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor(decode_attention)");
@@ -221,8 +227,8 @@ int decode_attention_resident_blocks(const PageLayout& layout) {
 
 void launch_decode_attention(const AttentionArgs& args, int grid_blocks, cudaStream_t stream) {
   const decode::KernelPointer kernel = decode::prepared_kernel(args.layout);
-  launch_chained("decode_attention_kernel", kernel, dim3(unsigned(grid_blocks)), dim3(decode::kThreads),
-                 decode::kSharedBytes, stream, args);
+  launch_chained("decode_attention_kernel", kernel, dim3(unsigned(grid_blocks)),
+                 dim3(decode::kThreads), decode::kSharedBytes, stream, args);
 }
 
 }  // namespace oscar::cuda

@@ -54,8 +54,8 @@ constexpr float kMaxSlack = 4.0f;
 // (2^(old max - new max)) for heads 2t, 2t+1, 1 where the max stays. `rescale(correction)` applies
 // it to accumulators beyond WarpState's, and runs only when the max was raised.
 template <int Tiles, typename Rescale>
-__device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& state, float (&correction)[2],
-                                               Rescale rescale) {
+__device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& state,
+                                               float (&correction)[2], Rescale rescale) {
   float lane_max[2];
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
@@ -65,7 +65,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& 
   }
   correction[0] = correction[1] = 1.0f;
   // The first tile always raises it (the max starts at -inf; every tile has a valid key).
-  if (__any_sync(0xffffffffu, lane_max[0] > state.max[0] + kMaxSlack || lane_max[1] > state.max[1] + kMaxSlack)) {
+  if (__any_sync(0xffffffffu, lane_max[0] > state.max[0] + kMaxSlack ||
+                                  lane_max[1] > state.max[1] + kMaxSlack)) {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       float tile_max = lane_max[e];
@@ -100,7 +101,8 @@ __device__ __forceinline__ void online_softmax(float (&s)[Tiles][4], WarpState& 
 }
 
 // One tile, nothing accumulated beside WarpState.
-__device__ __forceinline__ void online_softmax(float (&s)[4], WarpState& state, float (&correction)[2]) {
+__device__ __forceinline__ void online_softmax(float (&s)[4], WarpState& state,
+                                               float (&correction)[2]) {
   online_softmax(reinterpret_cast<float(&)[1][4]>(s), state, correction, [](const float(&)[2]) {});
 }
 
@@ -111,7 +113,8 @@ __device__ __forceinline__ float reduce_rows(float value) {
   return value;
 }
 
-__device__ __forceinline__ void mask_tile(float (&s)[4], int tile_start, int g, int begin, int end) {
+__device__ __forceinline__ void mask_tile(float (&s)[4], int tile_start, int g, int begin,
+                                          int end) {
   const int p0 = tile_start + g, p1 = p0 + 8;
   if (p0 < begin || p0 >= end) s[0] = s[1] = -INFINITY;
   if (p1 < begin || p1 >= end) s[2] = s[3] = -INFINITY;
@@ -132,7 +135,8 @@ __device__ __forceinline__ void pipeline_start(unsigned char* pool, int count, L
 }
 
 template <int Stages, int StageBytes, typename Load, typename Compute>
-__device__ __forceinline__ void pipeline_run(unsigned char* pool, int count, Load load, Compute compute) {
+__device__ __forceinline__ void pipeline_run(unsigned char* pool, int count, Load load,
+                                             Compute compute) {
   // Stage indices advance with a wrap instead of j % Stages: with three stages each modulo was a
   // multiply-high and three more instructions in the loop.
   int stage = 0, ahead_stage = Stages - 1;
@@ -177,7 +181,8 @@ struct PagePosition {
   int page, slot;
 };
 __device__ __forceinline__ PagePosition page_position(int position, int page_size) {
-  if ((page_size & (page_size - 1)) == 0) return {position >> (__ffs(page_size) - 1), position & (page_size - 1)};
+  if ((page_size & (page_size - 1)) == 0)
+    return {position >> (__ffs(page_size) - 1), position & (page_size - 1)};
   const int page = position / page_size;
   return {page, position - page * page_size};
 }
@@ -212,7 +217,8 @@ class TilePageIds {
 
 __device__ __forceinline__ const float* group_queries(const ItemContext& c) {
   const AttentionArgs& a = *c.args;
-  return a.queries + (int64_t(c.item.row) * a.num_kv_heads * a.group + int64_t(c.kv_head) * a.group) * kHeadDim;
+  return a.queries +
+         (int64_t(c.item.row) * a.num_kv_heads * a.group + int64_t(c.kv_head) * a.group) * kHeadDim;
 }
 
 // The 32 query values lane (g, t) puts into the score mma's B operand, value i channel
@@ -237,7 +243,10 @@ class QueryValues {
   float x[32];
 
   __device__ QueryValues(const ItemContext& c, int g, bool early, ChannelOf channel_of)
-      : q_(group_queries(c) + g * kHeadDim), head_exists_(g < c.args->group), early_(early), channel_of_(channel_of) {
+      : q_(group_queries(c) + g * kHeadDim),
+        head_exists_(g < c.args->group),
+        early_(early),
+        channel_of_(channel_of) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) x[i] = early_ && head_exists_ ? q_[channel_of_(i)] : 0.f;
   }
@@ -259,7 +268,8 @@ class QueryValues {
 // [max[G], sum[G], out[G][D]]; `channel_value(tile, row_half, e)` gives out for row g / g+8.
 template <typename ChannelOf, typename ValueOf>
 __device__ __forceinline__ void write_warp_state(const Lane& l, int group, const WarpState& state,
-                                                 float* merge, ChannelOf channel_of, ValueOf value_of) {
+                                                 float* merge, ChannelOf channel_of,
+                                                 ValueOf value_of) {
   float* mine = merge + l.warp * group * (kHeadDim + 2);
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
@@ -281,7 +291,8 @@ __device__ __forceinline__ void write_warp_state(const Lane& l, int group, const
 // After a quantized item's pipeline: the lanes' sums over their rows become the warp's, and the
 // pools are released (every warp is done with its own) to become the merge area.
 template <int Groups>
-__device__ __forceinline__ void finish_quantized_item(WarpState& state, float (&zero_acc)[Groups][2]) {
+__device__ __forceinline__ void finish_quantized_item(WarpState& state,
+                                                      float (&zero_acc)[Groups][2]) {
   state.sum[0] = reduce_rows(state.sum[0]);
   state.sum[1] = reduce_rows(state.sum[1]);
 #pragma unroll

@@ -11,15 +11,16 @@ constexpr int kFullRowBytes = kHeadDim * 2;
 constexpr int kFullTileBytes = 2 * kTileTokens * kFullRowBytes;
 constexpr int kFullStages = kPoolBytes / kFullTileBytes;
 
-__device__ inline void process_full_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
+__device__ inline void process_full_item(const ItemContext& c, WarpState& state,
+                                         unsigned char* pool, float* merge) {
   const Lane l = this_lane();
   const WarpTiles<kTileTokens> tiles(c.item, l.warp);
   const AttentionArgs& a = *c.args;
   const PageLayout& layout = a.layout;
   // Lane L copies 16-byte chunk L % 16 of rows L / 16 + 2i: one source address per tile, the
   // others at constant offsets (32-bit offsets inside a page, computed once per item).
-  const uint32_t head_keys =
-      uint32_t(layout.full_key_offset(c.kv_head, 0)) + (l.lane >> 4) * kFullRowBytes + (l.lane & 15) * 16;
+  const uint32_t head_keys = uint32_t(layout.full_key_offset(c.kv_head, 0)) +
+                             (l.lane >> 4) * kFullRowBytes + (l.lane & 15) * 16;
   const uint32_t values_after_keys = uint32_t(layout.full_value_offset(0, 0));
   // The page ids of the warp's tiles (TilePageIds) and the first tiles' copies, then the query's
   // conversion; its loads before or after the copies (QueryValues says why).
@@ -33,8 +34,8 @@ __device__ inline void process_full_item(const ItemContext& c, WarpState& state,
   auto load = [&](int j, unsigned char* buffer) {
     const PagePosition at = page_position(tiles.position(j), page_size);
     const int32_t page = page_ids.get(j);
-    const std::byte* keys =
-        a.full_pages + int64_t(page) * layout.full_page_bytes + (head_keys + uint32_t(at.slot) * kFullRowBytes);
+    const std::byte* keys = a.full_pages + int64_t(page) * layout.full_page_bytes +
+                            (head_keys + uint32_t(at.slot) * kFullRowBytes);
     const std::byte* values = keys + values_after_keys;
     const uint32_t base = shared_address(buffer);
 #pragma unroll

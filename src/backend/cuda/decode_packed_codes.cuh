@@ -30,12 +30,13 @@ constexpr uint32_t kOnes = 0x3c003c00u;     // f16x2 (1, 1)
 template <int Bits>
 struct PackedCodes {
   static_assert(Bits == 2 || Bits == 4, "packed codes are INT2 or INT4");
-  static constexpr int kChunks = Bits;                       // 16-byte chunks of a token's 128 channels
-  static constexpr int kRowBytes = 16 * kChunks;             // one token's codes
+  static constexpr int kChunks = Bits;            // 16-byte chunks of a token's 128 channels
+  static constexpr int kRowBytes = 16 * kChunks;  // one token's codes
   static constexpr int kChunkChannels = kHeadDim / kChunks;  // channels of a chunk
-  static constexpr int kLoads = kChunks / 2;                 // ldmatrix x4 loads per m-tile (two chunks each)
-  static constexpr int kHalfWordCodes = 16 / Bits;           // a register's extractions
-  static constexpr int kTilesPerChunk = kHalfWordCodes / 2;  // k-tiles (keys) or m-tiles (values) of a chunk
+  static constexpr int kLoads = kChunks / 2;  // ldmatrix x4 loads per m-tile (two chunks each)
+  static constexpr int kHalfWordCodes = 16 / Bits;  // a register's extractions
+  static constexpr int kTilesPerChunk =
+      kHalfWordCodes / 2;  // k-tiles (keys) or m-tiles (values) of a chunk
   static constexpr int kSuperTokens = Bits == 2 ? 64 : 32;
   static constexpr int kMTiles = kSuperTokens / kTileTokens;
   static constexpr int kInPlace = Bits == 2 ? 5 : 2;  // codes of a half-word in bits 0-9
@@ -50,8 +51,12 @@ struct PackedCodes {
   // at bit `bit(e)` of `shifted[source(e)]` = {x, x >> kShift}, read as 64 + factor(e) * code with
   // factor 2^(bit - 4): one shift serves the codes of a register.
   static __device__ __forceinline__ int extract_source(int e) { return e < kInPlace ? 0 : 1; }
-  static __device__ __forceinline__ int extract_bit(int e) { return e < kInPlace ? Bits * e : Bits * e - kShift; }
-  static __device__ __forceinline__ float extract_factor(int e) { return float(1 << extract_bit(e)) / 16.f; }
+  static __device__ __forceinline__ int extract_bit(int e) {
+    return e < kInPlace ? Bits * e : Bits * e - kShift;
+  }
+  static __device__ __forceinline__ float extract_factor(int e) {
+    return float(1 << extract_bit(e)) / 16.f;
+  }
   static __device__ __forceinline__ void shift_codes(uint32_t x, uint32_t (&shifted)[2]) {
     shifted[0] = x;
     shifted[1] = x >> kShift;
@@ -62,8 +67,12 @@ struct PackedCodes {
   }
   // The two extractions of tile k (0..kTilesPerChunk-1) of a chunk. INT2: (0, 3), (1, 4), (2, 5),
   // (6, 7); INT4: (0, 1), (2, 3).
-  static __device__ __forceinline__ int pair_first(int k) { return Bits == 4 ? 2 * k : (k < 3 ? k : 6); }
-  static __device__ __forceinline__ int pair_second(int k) { return Bits == 4 ? 2 * k + 1 : (k < 3 ? k + 3 : 7); }
+  static __device__ __forceinline__ int pair_first(int k) {
+    return Bits == 4 ? 2 * k : (k < 3 ? k : 6);
+  }
+  static __device__ __forceinline__ int pair_second(int k) {
+    return Bits == 4 ? 2 * k + 1 : (k < 3 ? k + 3 : 7);
+  }
 
   // The eight tiles of one ldmatrix load of codes (chunks 2L, 2L + 1 of 16 rows): `mma(tile, a)`
   // for tile kTilesPerChunk * h + k of the load, its A operand from registers r[2h], r[2h + 1] and
@@ -81,8 +90,10 @@ struct PackedCodes {
       for (int k = 0; k < kTilesPerChunk; ++k) {
         const int e1 = pair_first(k), e2 = pair_second(k);
         const uint32_t a[4] = {
-            extract_codes(first, e1), extract_codes(RowsAreTokens ? second : first, RowsAreTokens ? e1 : e2),
-            extract_codes(RowsAreTokens ? first : second, RowsAreTokens ? e2 : e1), extract_codes(second, e2)};
+            extract_codes(first, e1),
+            extract_codes(RowsAreTokens ? second : first, RowsAreTokens ? e1 : e2),
+            extract_codes(RowsAreTokens ? first : second, RowsAreTokens ? e2 : e1),
+            extract_codes(second, e2)};
         mma(kTilesPerChunk * h + k, a);
       }
     }
@@ -112,7 +123,8 @@ struct PackedTile {
   static constexpr int kParamsPerSuperTile = 2 * kSuperTokens * kGroups;  // keys', then values'
   static constexpr int kDecodedBytes = kDecodesParams ? kParamsPerSuperTile * 8 : 0;
   static constexpr int kStages = (kPoolBytes - kDecodedBytes) / kBytes;
-  static_assert(kMTileParamBytes % 16 == 0 && kMTileParamBytes <= 16 * 16 && kStages >= 3, "packed tile");
+  static_assert(kMTileParamBytes % 16 == 0 && kMTileParamBytes <= 16 * 16 && kStages >= 3,
+                "packed tile");
   // The channel group of tile `tile` (k-tile of the keys, m-tile of the values).
   static __device__ __forceinline__ int group_of_tile(int tile) {
     return tile / Codes::kTilesPerChunk * Codes::kChunkChannels / Group;
@@ -138,20 +150,22 @@ struct PackedParams {
       uint32_t pairs[kPerLane];
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k) {
-        pairs[k] = *reinterpret_cast<const uint16_t*>(buffer + Tile::kKeyParams + (lane + 32 * k) * Tile::kParamBytes);
+        pairs[k] = *reinterpret_cast<const uint16_t*>(buffer + Tile::kKeyParams +
+                                                      (lane + 32 * k) * Tile::kParamBytes);
       }
       DeviceParams p[kPerLane];
 #pragma unroll
       for (int k = 0; k < kPerLane; ++k) p[k] = decode_q8_params(pairs[k], q8_scales);
 #pragma unroll
-      for (int k = 0; k < kPerLane; ++k) decoded[lane + 32 * k] = make_float2(p[k].scale, p[k].zero);
+      for (int k = 0; k < kPerLane; ++k)
+        decoded[lane + 32 * k] = make_float2(p[k].scale, p[k].zero);
       __syncwarp();
     }
   }
-  __device__ __forceinline__ DeviceParams get(const unsigned char* buffer, bool value, int i, int row,
-                                              int grp) const {
-    const int index =
-        (value ? Tile::kSuperTokens * Tile::kGroups : 0) + (kTileTokens * i + row) * Tile::kGroups + grp;
+  __device__ __forceinline__ DeviceParams get(const unsigned char* buffer, bool value, int i,
+                                              int row, int grp) const {
+    const int index = (value ? Tile::kSuperTokens * Tile::kGroups : 0) +
+                      (kTileTokens * i + row) * Tile::kGroups + grp;
     if constexpr (Tile::kDecodesParams) {
       const float2 pair = decoded[index];
       return {pair.x, pair.y};

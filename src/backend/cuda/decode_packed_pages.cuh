@@ -1,6 +1,7 @@
 #pragma once
 // The decode attention kernel's super-tile path: INT2 and INT4 pages in groups of 64 or 128
-// channels (OSCAR's cache and its 4-bit band), codes unpacked in registers (decode_packed_codes.cuh).
+// channels (OSCAR's cache and its 4-bit band), codes unpacked in registers
+// (decode_packed_codes.cuh).
 #include <type_traits>
 
 #include "backend/cuda/decode_packed_codes.cuh"
@@ -27,16 +28,19 @@ struct PackedCopies {
   __device__ PackedCopies(const PageLayout& layout, int kv_head, int page_size, int lane) {
     const int code_row = lane / Codes::kChunks, code_chunk = lane % Codes::kChunks;
     code_destination = Codes::row_chunk(code_row, code_chunk);
-    const uint32_t head_codes = uint32_t(kv_head * page_size + code_row) * Codes::kRowBytes + code_chunk * 16;
+    const uint32_t head_codes =
+        uint32_t(kv_head * page_size + code_row) * Codes::kRowBytes + code_chunk * 16;
     key_codes = uint32_t(layout.key_codes_offset) + head_codes;
     value_codes = uint32_t(layout.value_codes_offset) + head_codes;
     copies_params = lane < 2 * kParamChunks;
     const bool copies_value_params = lane >= kParamChunks;
-    param_source =
-        copies_value_params
-            ? uint32_t(layout.value_params_offset + kv_head * layout.value_param_pairs_per_head * Tile::kParamBytes)
-            : uint32_t(layout.key_params_offset + kv_head * layout.key_param_pairs_per_head * Tile::kParamBytes);
-    param_destination = (copies_value_params ? Tile::kValueParams : Tile::kKeyParams) + (lane % kParamChunks) * 16;
+    param_source = copies_value_params
+                       ? uint32_t(layout.value_params_offset +
+                                  kv_head * layout.value_param_pairs_per_head * Tile::kParamBytes)
+                       : uint32_t(layout.key_params_offset +
+                                  kv_head * layout.key_param_pairs_per_head * Tile::kParamBytes);
+    param_destination =
+        (copies_value_params ? Tile::kValueParams : Tile::kKeyParams) + (lane % kParamChunks) * 16;
     param_chunk_offset = (lane % kParamChunks) * 16;
   }
   // The lane's sources for the m-tile that starts at `slot` of `page`.
@@ -51,15 +55,19 @@ struct PackedCopies {
   }
   // m-tile i's copies into the stage at `base`, from its first row's key codes, value codes and
   // parameters (the lane's).
-  __device__ __forceinline__ void copy_m_tile(uint32_t base, int i, const std::byte* keys, const std::byte* values,
+  __device__ __forceinline__ void copy_m_tile(uint32_t base, int i, const std::byte* keys,
+                                              const std::byte* values,
                                               const std::byte* params_at) const {
 #pragma unroll
     for (int copy = 0; copy < kCopiesPerMTile; ++copy) {
       const int rows = copy * kRowsPerCopy * Codes::kRowBytes;
-      cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination + rows, keys + rows);
-      cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination + rows, values + rows);
+      cp_async_16(base + Tile::kKeyCodes + Tile::kMTileCodeBytes * i + code_destination + rows,
+                  keys + rows);
+      cp_async_16(base + Tile::kValueCodes + Tile::kMTileCodeBytes * i + code_destination + rows,
+                  values + rows);
     }
-    if (copies_params) cp_async_16(base + param_destination + i * Tile::kMTileParamBytes, params_at);
+    if (copies_params)
+      cp_async_16(base + param_destination + i * Tile::kMTileParamBytes, params_at);
   }
 };
 
@@ -83,7 +91,8 @@ struct PackedQuery {
     const int kt = i / 4, half = i / 2 % 2;
     const int chunk = kt / Codes::kTilesPerChunk, k = kt % Codes::kTilesPerChunk;
     const int e = half ? Codes::pair_second(k) : Codes::pair_first(k);
-    return chunk * Codes::kChunkChannels + 2 * Codes::kHalfWordCodes * l.t + e + (i & 1) * Codes::kHalfWordCodes;
+    return chunk * Codes::kChunkChannels + 2 * Codes::kHalfWordCodes * l.t + e +
+           (i & 1) * Codes::kHalfWordCodes;
   }
 
   __device__ PackedQuery(const float (&x)[32], float score_scale, const Lane& l) {
@@ -125,7 +134,8 @@ struct PackedQuery {
 // the cache's quantized ones.
 
 template <int Bits, int Group, ParamFormat Format, bool Band = false>
-__device__ void process_packed_item(const ItemContext& c, WarpState& state, unsigned char* pool, float* merge) {
+__device__ void process_packed_item(const ItemContext& c, WarpState& state, unsigned char* pool,
+                                    float* merge) {
   using Codes = PackedCodes<Bits>;
   using Tile = PackedTile<Bits, Group, Format>;
   constexpr int kGroups = Tile::kGroups;
@@ -140,7 +150,9 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   const int begin = c.item.begin, end = c.item.end;
   const WarpTiles<kSuperTokens> tiles(c.item, l.warp);
   // m-tile i of super-tile j overlaps [begin, end) (the others are neither loaded nor computed).
-  auto live = [&](int start, int i) { return start + kTileTokens * (i + 1) > begin && start + kTileTokens * i < end; };
+  auto live = [&](int start, int i) {
+    return start + kTileTokens * (i + 1) > begin && start + kTileTokens * i < end;
+  };
   auto page_id = [&](int page_index) {
     const PageIds ids = a.page_table[c.item.page_table + page_index];
     return Band ? ids.band : ids.quantized;
@@ -149,7 +161,9 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   // conversion; its loads before or after the copies (QueryValues says why).
   using Query = PackedQuery<Bits, Group, Format>;
   QueryValues query(c, l.g, loads_query_first(tiles), [&](int i) { return Query::channel(l, i); });
-  TilePageIds page_ids(tiles.count, [&](int k) { return page_id(page_position(tiles.position(k), page_size).page); });
+  TilePageIds page_ids(tiles.count, [&](int k) {
+    return page_id(page_position(tiles.position(k), page_size).page);
+  });
 
   const PackedCopies<Bits, Group, Format> copies(layout, c.kv_head, page_size, l.lane);
 
@@ -169,7 +183,8 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
       const std::byte* params_at = copies.params(page, slot);
 #pragma unroll
       for (int i = 0; i < kMTiles; ++i) {
-        copies.copy_m_tile(base, i, keys + Tile::kMTileCodeBytes * i, values + Tile::kMTileCodeBytes * i,
+        copies.copy_m_tile(base, i, keys + Tile::kMTileCodeBytes * i,
+                           values + Tile::kMTileCodeBytes * i,
                            params_at + Tile::kMTileParamBytes * i);
       }
       return;
@@ -187,8 +202,8 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
         looked_up = page_index;
         page = arena + int64_t(page_id(page_index)) * layout.quantized_page_bytes;
       }
-      copies.copy_m_tile(base, i, copies.keys(page, uint32_t(slot)), copies.values(page, uint32_t(slot)),
-                         copies.params(page, uint32_t(slot)));
+      copies.copy_m_tile(base, i, copies.keys(page, uint32_t(slot)),
+                         copies.values(page, uint32_t(slot)), copies.params(page, uint32_t(slot)));
     }
   };
 
@@ -196,8 +211,8 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   query.load_late();
 
   const Query q(query.x, a.score_scale, l);
-  float zero_acc[kGroups][2];     // sum of p * value zero point
-  float weight_sum[kGroups][4];   // sum of the f16 weights p * value scale ([0], [1] used)
+  float zero_acc[kGroups][2];    // sum of p * value zero point
+  float weight_sum[kGroups][4];  // sum of the f16 weights p * value scale ([0], [1] used)
 #pragma unroll
   for (int grp = 0; grp < kGroups; ++grp) {
     zero_acc[grp][0] = zero_acc[grp][1] = 0.f;
@@ -210,13 +225,14 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   uint32_t matrix_row[Codes::kLoads];
 #pragma unroll
   for (int load = 0; load < Codes::kLoads; ++load) {
-    matrix_row[load] = Codes::row_chunk((l.lane & 7) + ((l.lane >> 3) & 1) * 8, 2 * load + (l.lane >> 4));
+    matrix_row[load] =
+        Codes::row_chunk((l.lane & 7) + ((l.lane >> 3) & 1) * 8, 2 * load + (l.lane >> 4));
   }
 
   // Super-tiles inside [begin, end) take a branch-free body, so that the m-tiles' mma chains can be
   // interleaved; the first and last ones skip or mask what lies outside.
-  const PackedParams<Bits, Group, Format> params{reinterpret_cast<float2*>(pool + kPoolBytes - Tile::kDecodedBytes),
-                                                 c.q8_scales};
+  const PackedParams<Bits, Group, Format> params{
+      reinterpret_cast<float2*>(pool + kPoolBytes - Tile::kDecodedBytes), c.q8_scales};
   auto compute_super_tile = [&](int start, unsigned char* buffer, auto inside) {
     constexpr bool kInside = decltype(inside)::value;
     const uint32_t codes = shared_address(buffer);
@@ -268,7 +284,7 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
       }
     }
     float correction[2];
-    online_softmax(s, state, correction, [&](const float (&f)[2]) {
+    online_softmax(s, state, correction, [&](const float(&f)[2]) {
 #pragma unroll
       for (int grp = 0; grp < kGroups; ++grp) {
         zero_acc[grp][0] *= f[0];
@@ -301,7 +317,8 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
 #pragma unroll
       for (int load = 0; load < Codes::kLoads; ++load) {
         uint32_t x[4];
-        ldmatrix_x4_trans(x, codes + Tile::kValueCodes + Tile::kMTileCodeBytes * i + matrix_row[load]);
+        ldmatrix_x4_trans(x,
+                          codes + Tile::kValueCodes + Tile::kMTileCodeBytes * i + matrix_row[load]);
         Codes::template for_each_tile<false>(x, [&](int tile, const uint32_t(&va)[4]) {
           const int mt = kTilesPerLoad * load + tile;
           mma_f16(state.acc[mt], va, weights[Tile::group_of_tile(mt)]);
@@ -327,11 +344,13 @@ __device__ void process_packed_item(const ItemContext& c, WarpState& state, unsi
   write_warp_state(
       l, a.group, state, merge,
       [&](int i, int half) {
-        return i / Codes::kTilesPerChunk * Codes::kChunkChannels + Codes::kHalfWordCodes * l.g + extraction(i, half);
+        return i / Codes::kTilesPerChunk * Codes::kChunkChannels + Codes::kHalfWordCodes * l.g +
+               extraction(i, half);
       },
       [&](int i, int half, int e) {
         const int grp = Tile::group_of_tile(i);
-        return (state.acc[i][2 * half + e] - 64.f * weight_sum[grp][e]) / Codes::extract_factor(extraction(i, half)) +
+        return (state.acc[i][2 * half + e] - 64.f * weight_sum[grp][e]) /
+                   Codes::extract_factor(extraction(i, half)) +
                zero_acc[grp][e];
       });
 }

@@ -33,8 +33,8 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   using Tile = QuantizedTile<Bits, Group>;
   constexpr int kGroups = Tile::kGroups;
   constexpr int kCodesPerWord = 32 / Bits;
-  constexpr int kHalfWord = kCodesPerWord / 2;   // codes 16 bits apart: k and k + kHalfWord
-  constexpr int kLanesPerWord = kHalfWord / 2;   // lanes sharing one word of a k-tile
+  constexpr int kHalfWord = kCodesPerWord / 2;  // codes 16 bits apart: k and k + kHalfWord
+  constexpr int kLanesPerWord = kHalfWord / 2;  // lanes sharing one word of a k-tile
   constexpr float kHighFactor = float(1 << Bits);
   constexpr uint32_t kLowMask = ((1u << Bits) - 1) * 0x00010001u;
   constexpr uint32_t kHighMask = kLowMask << Bits;
@@ -56,11 +56,13 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   // conversion; its loads before or after the copies (QueryValues says why).
   // Value 4kt + {0, 1, 2, 3}: channels c0, c0 + kHalfWord, c0 + 1, c0 + 1 + kHalfWord of k-tile kt.
   auto first_channel = [&](int kt) { return key_word(kt) * kCodesPerWord + 2 * lane_in_word; };
-  QueryValues query(c, l.g, loads_query_first(tiles),
-                    [&](int i) { return first_channel(i / 4) + (i & 1) * kHalfWord + (i >> 1 & 1); });
+  QueryValues query(c, l.g, loads_query_first(tiles), [&](int i) {
+    return first_channel(i / 4) + (i & 1) * kHalfWord + (i >> 1 & 1);
+  });
   const int page_size = int(layout.page_size_tokens);
   TilePageIds page_ids(tiles.count, [&](int k) {
-    const PageIds ids = a.page_table[c.item.page_table + page_position(tiles.position(k), page_size).page];
+    const PageIds ids =
+        a.page_table[c.item.page_table + page_position(tiles.position(k), page_size).page];
     return Band ? ids.band : ids.quantized;
   });
   auto load = [&](int j, unsigned char* buffer) {
@@ -109,7 +111,8 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
     q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 1);
     q_sum_part[grp] += __shfl_xor_sync(0xffffffffu, q_sum_part[grp], 2);
 #pragma unroll
-    for (int e = 0; e < 2; ++e) q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * (2 * l.t + e));
+    for (int e = 0; e < 2; ++e)
+      q_sum[grp][e] = __shfl_sync(0xffffffffu, q_sum_part[grp], 4 * (2 * l.t + e));
   }
   float zero_acc[kGroups][2];
 #pragma unroll
@@ -128,7 +131,8 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp)
       group_dot[grp][0] = group_dot[grp][1] = group_dot[grp][2] = group_dot[grp][3] = 0.f;
-    const uint32_t* row_g = reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + l.g * Tile::kCodeStride);
+    const uint32_t* row_g =
+        reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + l.g * Tile::kCodeStride);
     const uint32_t* row_g8 =
         reinterpret_cast<const uint32_t*>(buffer + Tile::kKeyCodes + (l.g + 8) * Tile::kCodeStride);
 #pragma unroll
@@ -148,8 +152,10 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
     float s[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
-      const DeviceParams p0 = load_params<Format>(key_params + (l.g * kGroups + grp) * param_bytes, c.q8_scales);
-      const DeviceParams p1 = load_params<Format>(key_params + ((l.g + 8) * kGroups + grp) * param_bytes, c.q8_scales);
+      const DeviceParams p0 =
+          load_params<Format>(key_params + (l.g * kGroups + grp) * param_bytes, c.q8_scales);
+      const DeviceParams p1 =
+          load_params<Format>(key_params + ((l.g + 8) * kGroups + grp) * param_bytes, c.q8_scales);
       s[0] += p0.scale * group_dot[grp][0] + p0.zero * q_sum[grp][0];
       s[1] += p0.scale * group_dot[grp][1] + p0.zero * q_sum[grp][1];
       s[2] += p1.scale * group_dot[grp][2] + p1.zero * q_sum[grp][0];
@@ -162,8 +168,10 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
     uint32_t weights[kGroups][2];
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
-      const DeviceParams p0 = load_params<Format>(value_params + (l.g * kGroups + grp) * param_bytes, c.q8_scales);
-      const DeviceParams p1 = load_params<Format>(value_params + ((l.g + 8) * kGroups + grp) * param_bytes, c.q8_scales);
+      const DeviceParams p0 =
+          load_params<Format>(value_params + (l.g * kGroups + grp) * param_bytes, c.q8_scales);
+      const DeviceParams p1 = load_params<Format>(
+          value_params + ((l.g + 8) * kGroups + grp) * param_bytes, c.q8_scales);
       zero_acc[grp][0] = zero_acc[grp][0] * correction[0] + s[0] * p0.zero + s[2] * p1.zero;
       zero_acc[grp][1] = zero_acc[grp][1] * correction[1] + s[1] * p0.zero + s[3] * p1.zero;
       weights[grp][0] = movmatrix_trans(pack_f16x2(s[0] * p0.scale, s[1] * p0.scale));
@@ -171,10 +179,14 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
     }
     // Output: value codes of tokens 2t, 2t+1 (and 2t+8, 2t+9), paired by one byte permute.
     const unsigned char* value_codes = buffer + Tile::kValueCodes;
-    const uint32_t* v0 = reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t) * Tile::kCodeStride);
-    const uint32_t* v1 = reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t + 1) * Tile::kCodeStride);
-    const uint32_t* v8 = reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t + 8) * Tile::kCodeStride);
-    const uint32_t* v9 = reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t + 9) * Tile::kCodeStride);
+    const uint32_t* v0 =
+        reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t) * Tile::kCodeStride);
+    const uint32_t* v1 =
+        reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t + 1) * Tile::kCodeStride);
+    const uint32_t* v8 =
+        reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t + 8) * Tile::kCodeStride);
+    const uint32_t* v9 =
+        reinterpret_cast<const uint32_t*>(value_codes + (2 * l.t + 9) * Tile::kCodeStride);
 #pragma unroll
     for (int mt = 0; mt < 8; ++mt) {
       const int byte = (16 * mt + 2 * l.g) * Bits / 8;
@@ -196,7 +208,8 @@ __device__ void process_quantized_item(const ItemContext& c, WarpState& state, u
   write_warp_state(
       l, a.group, state, merge, [&](int i, int half) { return 16 * i + 2 * l.g + half; },
       [&](int i, int half, int e) {
-        return state.acc[i][2 * half + e] * (half ? unscale_high : unscale_low) + zero_acc[16 * i / Group][e];
+        return state.acc[i][2 * half + e] * (half ? unscale_high : unscale_low) +
+               zero_acc[16 * i / Group][e];
       });
 }
 

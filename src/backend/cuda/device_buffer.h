@@ -30,7 +30,8 @@ class DeviceBuffer {
   void resize(size_t count) {
     if (count == count_) return;
     release();
-    if (count > 0) check(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)), "cudaMalloc");
+    if (count > 0)
+      check(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)), "cudaMalloc");
     count_ = count;
   }
   // Grows (never shrinks) to at least `count`; returns true when the address changed.

@@ -82,12 +82,14 @@ __device__ __forceinline__ DeviceParams load_params(const uint8_t* in, const flo
   }
   const uint32_t bits = *reinterpret_cast<const uint32_t*>(in);
   if constexpr (Format == ParamFormat::f16) {
-    return {__half2float(__ushort_as_half(uint16_t(bits))), __half2float(__ushort_as_half(uint16_t(bits >> 16)))};
+    return {__half2float(__ushort_as_half(uint16_t(bits))),
+            __half2float(__ushort_as_half(uint16_t(bits >> 16)))};
   }
   return {__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u)};
 }
 
-__device__ __forceinline__ DeviceParams load_params(const uint8_t* in, ParamFormat format, const float* q8_scales) {
+__device__ __forceinline__ DeviceParams load_params(const uint8_t* in, ParamFormat format,
+                                                    const float* q8_scales) {
   if (format == ParamFormat::q8) return load_params<ParamFormat::q8>(in, q8_scales);
   if (format == ParamFormat::f16) return load_params<ParamFormat::f16>(in, q8_scales);
   return load_params<ParamFormat::bf16>(in, q8_scales);

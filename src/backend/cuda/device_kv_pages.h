@@ -19,7 +19,8 @@ class DeviceKvPages {
   std::byte* full(int64_t layer) const { return full_.data() + layer * full_layer_bytes_; }
   // Null when the cache holds no quantized pages.
   std::byte* quantized(int64_t layer) const {
-    return quantized_layer_bytes_ == 0 ? nullptr : quantized_.data() + layer * quantized_layer_bytes_;
+    return quantized_layer_bytes_ == 0 ? nullptr
+                                       : quantized_.data() + layer * quantized_layer_bytes_;
   }
   // Null when the cache has no band.
   std::byte* band(int64_t layer) const {

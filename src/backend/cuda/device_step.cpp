@@ -8,7 +8,9 @@
 namespace oscar::cuda {
 namespace {
 
-size_t grown(size_t needed) { return needed + needed / 2 + 16; }
+size_t grown(size_t needed) {
+  return needed + needed / 2 + 16;
+}
 
 template <typename T>
 bool reserve_grown(DeviceBuffer<T>& buffer, size_t count) {
@@ -17,7 +19,9 @@ bool reserve_grown(DeviceBuffer<T>& buffer, size_t count) {
   return true;
 }
 
-size_t aligned(size_t bytes) { return (bytes + 15) / 16 * 16; }
+size_t aligned(size_t bytes) {
+  return (bytes + 15) / 16 * 16;
+}
 
 }  // namespace
 
@@ -71,14 +75,16 @@ bool DeviceStep::upload(const StepPlan& plan, cudaStream_t stream) {
   for (const Section& s : sections) {
     if (s.bytes == 0) continue;
     std::memcpy(staging_.data() + offset, s.source, s.bytes);
-    check(cudaMemcpyAsync(s.target, staging_.data() + offset, s.bytes, cudaMemcpyHostToDevice, stream),
+    check(cudaMemcpyAsync(s.target, staging_.data() + offset, s.bytes, cudaMemcpyHostToDevice,
+                          stream),
           "cudaMemcpyAsync(step plan)");
     offset += aligned(s.bytes);
   }
   return moved;
 }
 
-bool Workspace::reserve(const ModelConfig& c, int64_t rows, int64_t logit_rows, int64_t partial_floats) {
+bool Workspace::reserve(const ModelConfig& c, int64_t rows, int64_t logit_rows,
+                        int64_t partial_floats) {
   const size_t r = size_t(rows), l = size_t(logit_rows);
   bool moved = false;
   moved |= reserve_grown(hidden, r * size_t(c.hidden_size));

@@ -30,7 +30,8 @@ void append_bf16(const std::vector<float>& values, Bf16Vector& out) {
 
 void upload(const Bf16Vector& host, DeviceBuffer<__nv_bfloat16>& device) {
   device.resize(host.size());
-  check(cudaMemcpy(device.data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice), "cudaMemcpy(weights)");
+  check(cudaMemcpy(device.data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice),
+        "cudaMemcpy(weights)");
 }
 
 void upload_matrix(const TensorView& tensor, DeviceBuffer<__nv_bfloat16>& device) {
@@ -42,12 +43,15 @@ void upload_matrix(const TensorView& tensor, DeviceBuffer<__nv_bfloat16>& device
 // gate_proj's and up_proj's rows in the order of gate_up_layout.h.
 Bf16Vector interleaved_gate_up(const LayerWeights& source, const ModelConfig& config) {
   const int64_t inner = config.intermediate_size, hidden = config.hidden_size;
-  require(inner % 2 == 0, "CUDA backend: intermediate_size {} is odd (the gate|up layout pairs its outputs)", inner);
+  require(inner % 2 == 0,
+          "CUDA backend: intermediate_size {} is odd (the gate|up layout pairs its outputs)",
+          inner);
   Bf16Vector gate, up, out(size_t(2 * inner * hidden));
   append_bf16(source.gate_proj, gate);
   append_bf16(source.up_proj, up);
   for (int64_t i = 0; i < inner; ++i) {
-    std::memcpy(&out[size_t(gate_column(i) * hidden)], &gate[size_t(i * hidden)], size_t(hidden) * 2);
+    std::memcpy(&out[size_t(gate_column(i) * hidden)], &gate[size_t(i * hidden)],
+                size_t(hidden) * 2);
     std::memcpy(&out[size_t(up_column(i) * hidden)], &up[size_t(i * hidden)], size_t(hidden) * 2);
   }
   return out;
@@ -61,7 +65,8 @@ std::vector<float> floats(const TensorView& tensor) {
 
 size_t DeviceWeights::matrix_bytes() const {
   size_t total = lm_head.size() > 0 ? lm_head.bytes() : embedding.bytes();
-  for (const DeviceLayerWeights& l : layers) total += l.qkv.bytes() + l.o.bytes() + l.gate_up.bytes() + l.down.bytes();
+  for (const DeviceLayerWeights& l : layers)
+    total += l.qkv.bytes() + l.o.bytes() + l.gate_up.bytes() + l.down.bytes();
   return total;
 }
 

@@ -13,12 +13,13 @@
 namespace oscar::cuda {
 
 struct DeviceLayerWeights {
-  DeviceBuffer<__nv_bfloat16> qkv;      // [q_dim + 2 kv_dim][hidden]
-  DeviceBuffer<__nv_bfloat16> o;        // [hidden][q_dim]
-  DeviceBuffer<__nv_bfloat16> gate_up;  // [2 intermediate][hidden], rows as gate_up_layout.h orders them
-  DeviceBuffer<__nv_bfloat16> down;     // [hidden][intermediate]
+  DeviceBuffer<__nv_bfloat16> qkv;  // [q_dim + 2 kv_dim][hidden]
+  DeviceBuffer<__nv_bfloat16> o;    // [hidden][q_dim]
+  DeviceBuffer<__nv_bfloat16>
+      gate_up;  // [2 intermediate][hidden], rows as gate_up_layout.h orders them
+  DeviceBuffer<__nv_bfloat16> down;  // [hidden][intermediate]
   DeviceBuffer<float> input_norm, post_attention_norm, q_norm, k_norm;
-  DeviceBuffer<float> key_rotations;    // [kv_heads][D][D], empty when keys are not rotated
+  DeviceBuffer<float> key_rotations;  // [kv_heads][D][D], empty when keys are not rotated
 };
 
 struct DeviceWeights {
@@ -28,7 +29,9 @@ struct DeviceWeights {
   DeviceBuffer<float> final_norm;
   DeviceBuffer<float> inverse_frequencies;  // head_dim / 2
 
-  const __nv_bfloat16* output_matrix() const { return lm_head.size() > 0 ? lm_head.data() : embedding.data(); }
+  const __nv_bfloat16* output_matrix() const {
+    return lm_head.size() > 0 ? lm_head.data() : embedding.data();
+  }
   size_t matrix_bytes() const;  // bytes a decode step reads (layers' matrices and the LM head)
 };
 

@@ -6,8 +6,8 @@
 namespace oscar::cuda {
 namespace {
 
-__global__ void embedding_kernel(const int32_t* tokens, const __nv_bfloat16* embedding, int64_t hidden_size,
-                                 float* hidden) {
+__global__ void embedding_kernel(const int32_t* tokens, const __nv_bfloat16* embedding,
+                                 int64_t hidden_size, float* hidden) {
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* source = embedding + int64_t(tokens[row]) * hidden_size;
   for (int64_t i = threadIdx.x; i < hidden_size; i += blockDim.x) {

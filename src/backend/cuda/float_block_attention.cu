@@ -36,7 +36,7 @@ struct Shared {
   float max[kRows];
   float sum[kRows];
   float correction[kRows];
-  int position[kRows];       // -1 for rows past the item's tokens
+  int position[kRows];  // -1 for rows past the item's tokens
   int quantized_end[kRows];
   int band_begin[kRows];
 };
@@ -57,27 +57,31 @@ __device__ __forceinline__ void load_bf16x16(const std::byte* source, float* out
 
 // Sixteen channels [first, first + 16) of one token of one KV head, dequantized like
 // CpuKvStore::read_quantized: x = code * scale + zero.
-__device__ void load_quantized_x16(const PageLayout& layout, const float* q8_scales, const std::byte* page,
-                                   int kv_head, int slot, int first, float* keys, float* values) {
+__device__ void load_quantized_x16(const PageLayout& layout, const float* q8_scales,
+                                   const std::byte* page, int kv_head, int slot, int first,
+                                   float* keys, float* values) {
   const int bits = layout.bits;
   const auto* key_codes = reinterpret_cast<const uint8_t*>(page + layout.key_codes(kv_head, slot));
-  const auto* value_codes = reinterpret_cast<const uint8_t*>(page + layout.value_codes(kv_head, slot));
+  const auto* value_codes =
+      reinterpret_cast<const uint8_t*>(page + layout.value_codes(kv_head, slot));
   const int group = first / int(layout.group_size);
   const DeviceParams value_params = load_params(
       reinterpret_cast<const uint8_t*>(page + layout.value_params(kv_head, slot, group)),
       layout.param_format, q8_scales);
   DeviceParams key_params{};
   if (!layout.keys_per_channel) {
-    key_params = load_params(reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, group)),
-                             layout.param_format, q8_scales);
+    key_params = load_params(
+        reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, group)),
+        layout.param_format, q8_scales);
   }
 #pragma unroll 4
   for (int i = 0; i < 16; ++i) {
     const int ch = first + i;
     values[i] = float(code_at(value_codes, ch, bits)) * value_params.scale + value_params.zero;
     if (layout.keys_per_channel) {
-      key_params = load_params(reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, ch)),
-                               layout.param_format, q8_scales);
+      key_params =
+          load_params(reinterpret_cast<const uint8_t*>(page + layout.key_params(kv_head, slot, ch)),
+                      layout.param_format, q8_scales);
     }
     keys[i] = float(code_at(key_codes, ch, bits)) * key_params.scale + key_params.zero;
   }
@@ -99,7 +103,8 @@ __device__ void load_tile(const AttentionArgs& a, Shared& s, const BlockItem& it
       load_bf16x16(page + layout.full_key_offset(kv_head, slot) + first * 2, k);
       load_bf16x16(page + layout.full_value_offset(kv_head, slot) + first * 2, v);
     } else if (kind == KeyPages::quantized && ids.quantized >= 0) {
-      const std::byte* page = a.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
+      const std::byte* page =
+          a.quantized_pages + int64_t(ids.quantized) * layout.quantized_page_bytes;
       load_quantized_x16(layout, a.q8_scales, page, kv_head, slot, first, k, v);
     } else if (kind == KeyPages::band && ids.band >= 0) {
       const std::byte* page = a.band_pages + int64_t(ids.band) * a.band_layout.quantized_page_bytes;
@@ -108,21 +113,24 @@ __device__ void load_tile(const AttentionArgs& a, Shared& s, const BlockItem& it
   }
 #pragma unroll
   for (int i = 0; i < 16; i += 4) {
-    *reinterpret_cast<float4*>(&s.keys[key][first + i]) = make_float4(k[i], k[i + 1], k[i + 2], k[i + 3]);
-    *reinterpret_cast<float4*>(&s.values[key][first + i]) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+    *reinterpret_cast<float4*>(&s.keys[key][first + i]) =
+        make_float4(k[i], k[i + 1], k[i + 2], k[i + 3]);
+    *reinterpret_cast<float4*>(&s.values[key][first + i]) =
+        make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
   }
 }
 
 // The decode rule for one (query row, key) pair in one format.
-__device__ __forceinline__ bool reads(int key_position, int row_position, int quantized_end, int band_begin, int sink,
-                                      KeyPages kind) {
+__device__ __forceinline__ bool reads(int key_position, int row_position, int quantized_end,
+                                      int band_begin, int sink, KeyPages kind) {
   if (key_position > row_position) return false;
   const bool quantized = key_position >= sink && key_position < quantized_end;
   if (kind == KeyPages::full) return !quantized;
   return quantized && (key_position >= band_begin) == (kind == KeyPages::band);
 }
 
-__device__ void score_tile(const AttentionArgs& a, Shared& s, const BlockItem& item, int tile, KeyPages kind) {
+__device__ void score_tile(const AttentionArgs& a, Shared& s, const BlockItem& item, int tile,
+                           KeyPages kind) {
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   float dot[4][2] = {};
   for (int c = 0; c < kHeadDim; c += 4) {
@@ -142,8 +150,8 @@ __device__ void score_tile(const AttentionArgs& a, Shared& s, const BlockItem& i
     for (int b = 0; b < 2; ++b) {
       const int key = tx + 16 * b, position = tile + key;
       const bool in_range = position >= item.key_begin && position < item.key_end;
-      const bool ok = in_range && reads(position, s.position[row], s.quantized_end[row], s.band_begin[row],
-                                        int(a.sink_tokens), kind);
+      const bool ok = in_range && reads(position, s.position[row], s.quantized_end[row],
+                                        s.band_begin[row], int(a.sink_tokens), kind);
       s.weights[row][key] = ok ? dot[r][b] : -INFINITY;
     }
   }
@@ -204,15 +212,17 @@ __device__ void accumulate_tile(Shared& s, float (&acc)[4][8]) {
   }
 }
 
-__device__ void load_queries(const AttentionArgs& a, Shared& s, const BlockItem& item, int kv_head) {
+__device__ void load_queries(const AttentionArgs& a, Shared& s, const BlockItem& item,
+                             int kv_head) {
   const int group = a.group;
   for (int i = threadIdx.x; i < kRows * kHeadDim / 4; i += kThreads) {
     const int row = i / (kHeadDim / 4), c4 = i % (kHeadDim / 4);
     const int token = row / group, head = row % group;
     float4 q = make_float4(0.f, 0.f, 0.f, 0.f);
     if (token < item.row_count && row < group * (kRows / group)) {
-      const int64_t offset =
-          (int64_t(item.first_row + token) * a.num_kv_heads * group + int64_t(kv_head) * group + head) * kHeadDim;
+      const int64_t offset = (int64_t(item.first_row + token) * a.num_kv_heads * group +
+                              int64_t(kv_head) * group + head) *
+                             kHeadDim;
       q = reinterpret_cast<const float4*>(a.queries + offset)[c4];
       q.x *= a.score_scale;
       q.y *= a.score_scale;
@@ -233,8 +243,8 @@ __device__ void load_queries(const AttentionArgs& a, Shared& s, const BlockItem&
   }
 }
 
-__device__ void write_partials(const AttentionArgs& a, const Shared& s, const BlockItem& item, int kv_head,
-                               const float (&acc)[4][8]) {
+__device__ void write_partials(const AttentionArgs& a, const Shared& s, const BlockItem& item,
+                               int kv_head, const float (&acc)[4][8]) {
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   const int group = a.group;
 #pragma unroll
@@ -277,10 +287,14 @@ __global__ void __launch_bounds__(kThreads) float_block_attention_kernel(const A
       // The rows' boundaries grow with their positions: the union of the rows' ranges of a kind
       // runs from the first row's start to the last row's end.
       const bool need_quantized = has_quantized && tile + kKeys > sink && tile < last.band_begin;
-      const bool need_band = has_band && tile + kKeys > first.band_begin && tile < last.quantized_end;
-      const bool need_full = tile < sink || (tile + kKeys > first.quantized_end && tile <= last.position);
+      const bool need_band =
+          has_band && tile + kKeys > first.band_begin && tile < last.quantized_end;
+      const bool need_full =
+          tile < sink || (tile + kKeys > first.quantized_end && tile <= last.position);
       for (const KeyPages kind : {KeyPages::quantized, KeyPages::band, KeyPages::full}) {
-        const bool needed = kind == KeyPages::quantized ? need_quantized : kind == KeyPages::band ? need_band : need_full;
+        const bool needed = kind == KeyPages::quantized ? need_quantized
+                            : kind == KeyPages::band    ? need_band
+                                                        : need_full;
         if (!needed) continue;
         load_tile(args, s, item, first.page_table, kv_head, tile, kind);
         __syncthreads();
@@ -299,7 +313,8 @@ __global__ void __launch_bounds__(kThreads) float_block_attention_kernel(const A
 constexpr int kSharedBytes = int(sizeof(Shared));
 
 void prepare() {
-  check(cudaFuncSetAttribute(float_block_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
+  check(cudaFuncSetAttribute(float_block_attention_kernel,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
         "cudaFuncSetAttribute(float_block_attention)");
 }
 
@@ -309,9 +324,10 @@ int float_block_attention_resident_blocks() {
   prepare();
   int device = 0, multiprocessors = 0, per_multiprocessor = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, float_block_attention_kernel, kThreads,
-                                                      kSharedBytes),
+  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
+        "cudaDeviceGetAttribute");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_multiprocessor, float_block_attention_kernel, kThreads, kSharedBytes),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor(float_block_attention)");
   return multiprocessors * per_multiprocessor;
 }

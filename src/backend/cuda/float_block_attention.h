@@ -1,8 +1,8 @@
 #pragma once
 // Tiled causal GQA attention for blocks of query rows in float math, reading every page format in
-// place (float_block_attention.cu): the prefill chunks and, split over key ranges, the decode rows of
-// the formats that neither the decode kernel nor the tensor-core prefill kernel read (KIVI's keys
-// quantized per channel).
+// place (float_block_attention.cu): the prefill chunks and, split over key ranges, the decode rows
+// of the formats that neither the decode kernel nor the tensor-core prefill kernel read (KIVI's
+// keys quantized per channel).
 #include <cuda_runtime.h>
 
 #include "backend/cuda/attention_args.h"

@@ -9,11 +9,19 @@
 namespace oscar::cuda {
 
 // Output column of the product holding gate_proj's output i (i < intermediate size, which is even).
-constexpr int64_t gate_column(int64_t i) { return i / 2 * 4 + i % 2; }
+constexpr int64_t gate_column(int64_t i) {
+  return i / 2 * 4 + i % 2;
+}
 // ... and up_proj's output i.
-constexpr int64_t up_column(int64_t i) { return gate_column(i) + 2; }
+constexpr int64_t up_column(int64_t i) {
+  return gate_column(i) + 2;
+}
 // Whether product column c holds a gate output; the pair i whose gate or up column c is.
-constexpr bool is_gate_column(int64_t c) { return c % 4 < 2; }
-constexpr int64_t pair_of_column(int64_t c) { return c / 4 * 2 + c % 2; }
+constexpr bool is_gate_column(int64_t c) {
+  return c % 4 < 2;
+}
+constexpr int64_t pair_of_column(int64_t c) {
+  return c / 4 * 2 + c % 2;
+}
 
 }  // namespace oscar::cuda

@@ -27,14 +27,15 @@ class Gemm {
   // The MLP's gate|up product, w [2 inner][inputs] (rows as gate_up_layout.h orders them), then
   // SwiGLU: activation[rows][inner] as bf16. Up to 32 rows in one kernel; more through cuBLAS into
   // gate_up [rows][2 inner], then the SwiGLU kernel.
-  void linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t inner, int64_t inputs,
-                     float* gate_up, __nv_bfloat16* activation) const;
+  void linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t inner,
+                     int64_t inputs, float* gate_up, __nv_bfloat16* activation) const;
   // The same product through cuBLAS whatever the rows (`oscar bench linear` compares the two).
   void cublas_linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
                      int64_t inputs, float* y, bool accumulate = false) const;
   // linear_swiglu's path beyond 32 rows whatever the rows: cuBLAS, then the SwiGLU kernel.
-  void cublas_linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t inner,
-                            int64_t inputs, float* gate_up, __nv_bfloat16* activation) const;
+  void cublas_linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w,
+                            int64_t inner, int64_t inputs, float* gate_up,
+                            __nv_bfloat16* activation) const;
 
  private:
   cublasHandle_t handle_ = nullptr;

@@ -21,19 +21,26 @@ __device__ __forceinline__ float uniform(uint64_t bits, float lo, float hi) {
   return lo + (hi - lo) * float(bits >> 40) * (1.0f / 16777216.0f);
 }
 
-__device__ __forceinline__ uint16_t bf16_bits(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ uint16_t bf16_bits(float x) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
 
 __global__ void fill_full_kernel(uint32_t* words, int64_t count, uint64_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const uint64_t r = splitmix64(seed ^ uint64_t(i));
-    words[i] = uint32_t(bf16_bits(uniform(r, -1.f, 1.f))) | (uint32_t(bf16_bits(uniform(r << 24, -1.f, 1.f))) << 16);
+    words[i] = uint32_t(bf16_bits(uniform(r, -1.f, 1.f))) |
+               (uint32_t(bf16_bits(uniform(r << 24, -1.f, 1.f))) << 16);
   }
 }
 
-// One 32-bit word of a quantized page: codes anywhere, a (scale, zero) pair in the parameter sections.
-__global__ void fill_quantized_kernel(const PageLayout layout, uint32_t* words, int64_t count, uint64_t seed) {
+// One 32-bit word of a quantized page: codes anywhere, a (scale, zero) pair in the parameter
+// sections.
+__global__ void fill_quantized_kernel(const PageLayout layout, uint32_t* words, int64_t count,
+                                      uint64_t seed) {
   const int64_t page_words = layout.quantized_page_bytes / 4;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const uint64_t r = splitmix64(seed ^ uint64_t(i));
     const int64_t byte = (i % page_words) * 4;
     const bool params = (byte >= layout.key_params_offset && byte < layout.value_codes_offset) ||
@@ -46,7 +53,8 @@ __global__ void fill_quantized_kernel(const PageLayout layout, uint32_t* words, 
     if (layout.param_format == ParamFormat::q8) {
       // Two (exponent, zero) byte pairs: exponents near 2^-5, zeros in -60..-20.
       const uint32_t e0 = 84 + uint32_t(r & 7), e1 = 84 + uint32_t((r >> 3) & 7);
-      const uint32_t z0 = uint8_t(int8_t(-20 - int((r >> 6) % 40))), z1 = uint8_t(int8_t(-20 - int((r >> 12) % 40)));
+      const uint32_t z0 = uint8_t(int8_t(-20 - int((r >> 6) % 40))),
+                     z1 = uint8_t(int8_t(-20 - int((r >> 12) % 40)));
       words[i] = e0 | (z0 << 8) | (e1 << 16) | (z1 << 24);
     } else if (layout.param_format == ParamFormat::f16) {
       words[i] = uint32_t(__half_as_ushort(__float2half_rn(scale))) |
@@ -57,7 +65,9 @@ __global__ void fill_quantized_kernel(const PageLayout layout, uint32_t* words, 
   }
 }
 
-unsigned blocks_for(int64_t count) { return unsigned(std::clamp<int64_t>((count + 255) / 256, 1, 8192)); }
+unsigned blocks_for(int64_t count) {
+  return unsigned(std::clamp<int64_t>((count + 255) / 256, 1, 8192));
+}
 
 }  // namespace
 
@@ -66,20 +76,22 @@ void launch_fill_kv_noise(const PageLayout& layout, std::byte* full_pages, int64
                           cudaStream_t stream) {
   const int64_t full_words = full_page_count * layout.full_page_bytes / 4;
   if (full_words > 0) {
-    fill_full_kernel<<<blocks_for(full_words), 256, 0, stream>>>(reinterpret_cast<uint32_t*>(full_pages), full_words, seed);
+    fill_full_kernel<<<blocks_for(full_words), 256, 0, stream>>>(
+        reinterpret_cast<uint32_t*>(full_pages), full_words, seed);
     check_launch("fill_full_kernel");
   }
   const int64_t quantized_words = quantized_page_count * layout.quantized_page_bytes / 4;
   if (layout.bits > 0 && quantized_words > 0) {
     fill_quantized_kernel<<<blocks_for(quantized_words), 256, 0, stream>>>(
-        layout, reinterpret_cast<uint32_t*>(quantized_pages), quantized_words, seed ^ 0x5bd1e995ull);
+        layout, reinterpret_cast<uint32_t*>(quantized_pages), quantized_words,
+        seed ^ 0x5bd1e995ull);
     check_launch("fill_quantized_kernel");
   }
 }
 
 void launch_fill_kv_noise(const DeviceKvPages& pages, int64_t layer, const PageLayout& layout,
-                          const PageLayout& band_layout, const KvPageCounts& capacity, uint64_t seed,
-                          cudaStream_t stream) {
+                          const PageLayout& band_layout, const KvPageCounts& capacity,
+                          uint64_t seed, cudaStream_t stream) {
   launch_fill_kv_noise(layout, pages.full(layer), capacity.full, pages.quantized(layer),
                        layout.bits > 0 ? capacity.quantized : 0, seed, stream);
   if (pages.band(layer) != nullptr) {

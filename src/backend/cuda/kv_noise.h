@@ -19,7 +19,7 @@ void launch_fill_kv_noise(const PageLayout& layout, std::byte* full_pages, int64
 // Every page of one layer of `pages` (`capacity` pages of each kind): the full and quantized pages
 // from `seed`, the band's (in `band_layout`) from ~seed.
 void launch_fill_kv_noise(const DeviceKvPages& pages, int64_t layer, const PageLayout& layout,
-                          const PageLayout& band_layout, const KvPageCounts& capacity, uint64_t seed,
-                          cudaStream_t stream);
+                          const PageLayout& band_layout, const KvPageCounts& capacity,
+                          uint64_t seed, cudaStream_t stream);
 
 }  // namespace oscar::cuda

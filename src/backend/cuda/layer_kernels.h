@@ -17,7 +17,8 @@ void launch_embedding(const int32_t* tokens, int64_t rows, const __nv_bfloat16* 
                       int64_t hidden_size, float* hidden, cudaStream_t stream);
 
 // rms_norm.cu: for each output row i (source row `row_map[i]`, or i when row_map is null):
-// hidden[src] += delta[src] when delta is given, then out[i] = bf16(weight * hidden * rsqrt(mean+eps)).
+// hidden[src] += delta[src] when delta is given, then out[i] = bf16(weight * hidden *
+// rsqrt(mean+eps)).
 void launch_add_rms_norm(float* hidden, const float* delta, const int32_t* row_map, int64_t rows,
                          int64_t width, const float* weight, float eps, __nv_bfloat16* out,
                          cudaStream_t stream);

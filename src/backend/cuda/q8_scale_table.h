@@ -1,6 +1,7 @@
 #pragma once
-// The kQ8ScaleCount q8 scales (quant/group_codec.h, q8_scale) on the device, where the write path and the
-// attention kernels decode q8 group parameters; and the score scale the attention kernels take.
+// The kQ8ScaleCount q8 scales (quant/group_codec.h, q8_scale) on the device, where the write path
+// and the attention kernels decode q8 group parameters; and the score scale the attention kernels
+// take.
 #include <cmath>
 #include <cstdint>
 #include <numbers>

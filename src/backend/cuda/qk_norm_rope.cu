@@ -46,7 +46,8 @@ __global__ void qk_norm_rope_kernel(const QkNormRopeArgs args) {
 void launch_qk_norm_rope(const QkNormRopeArgs& args, int64_t rows, cudaStream_t stream) {
   if (rows == 0) return;
   const dim3 grid(unsigned(rows), unsigned(args.num_heads + args.num_kv_heads));
-  launch_chained("qk_norm_rope_kernel", qk_norm_rope_kernel, grid, dim3(unsigned(args.head_dim / 2)), 0, stream, args);
+  launch_chained("qk_norm_rope_kernel", qk_norm_rope_kernel, grid,
+                 dim3(unsigned(args.head_dim / 2)), 0, stream, args);
 }
 
 }  // namespace oscar::cuda

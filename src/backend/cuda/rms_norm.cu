@@ -21,7 +21,8 @@ constexpr int kThreads = 256;
 constexpr int kMaxVectorsPerThread = 16;  // rows of up to 16384 floats
 
 __device__ float block_sum(float value, float* scratch) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) scratch[warp] = value;
   __syncthreads();
@@ -33,11 +34,11 @@ __device__ float block_sum(float value, float* scratch) {
 
 // kVectors: float4s per thread, enough to cover the row (width / 4 <= kVectors * kThreads).
 template <int kVectors>
-__global__ void __launch_bounds__(kThreads) add_rms_norm_kernel(float* __restrict__ hidden,
-                                                                const float* __restrict__ delta,
-                                                                const int32_t* __restrict__ row_map, int width,
-                                                                const float* __restrict__ weight, float eps,
-                                                                __nv_bfloat16* __restrict__ out) {
+__global__ void __launch_bounds__(kThreads)
+    add_rms_norm_kernel(float* __restrict__ hidden, const float* __restrict__ delta,
+                        const int32_t* __restrict__ row_map, int width,
+                        const float* __restrict__ weight, float eps,
+                        __nv_bfloat16* __restrict__ out) {
   __shared__ float scratch[kThreads / 32];
   const auto* w = reinterpret_cast<const float4*>(weight);
   const int vectors = width / 4;
@@ -77,23 +78,26 @@ __global__ void __launch_bounds__(kThreads) add_rms_norm_kernel(float* __restric
   for (int k = 0; k < kVectors; ++k) {
     const int i = threadIdx.x + k * kThreads;
     if (i >= vectors) continue;
-    const __nv_bfloat162 low = __floats2bfloat162_rn(scale[k].x * (v[k].x * inverse), scale[k].y * (v[k].y * inverse));
-    const __nv_bfloat162 high = __floats2bfloat162_rn(scale[k].z * (v[k].z * inverse), scale[k].w * (v[k].w * inverse));
-    y[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&low), *reinterpret_cast<const uint32_t*>(&high));
+    const __nv_bfloat162 low =
+        __floats2bfloat162_rn(scale[k].x * (v[k].x * inverse), scale[k].y * (v[k].y * inverse));
+    const __nv_bfloat162 high =
+        __floats2bfloat162_rn(scale[k].z * (v[k].z * inverse), scale[k].w * (v[k].w * inverse));
+    y[i] = make_uint2(*reinterpret_cast<const uint32_t*>(&low),
+                      *reinterpret_cast<const uint32_t*>(&high));
   }
 }
 
 template <int kVectors>
-void launch(float* hidden, const float* delta, const int32_t* row_map, int64_t rows, int width, const float* weight,
-            float eps, __nv_bfloat16* out, cudaStream_t stream) {
+void launch(float* hidden, const float* delta, const int32_t* row_map, int64_t rows, int width,
+            const float* weight, float eps, __nv_bfloat16* out, cudaStream_t stream) {
   if (width / 4 > kVectors * kThreads) {
     if constexpr (kVectors < kMaxVectorsPerThread) {
       launch<kVectors * 2>(hidden, delta, row_map, rows, width, weight, eps, out, stream);
     }
     return;
   }
-  launch_chained("add_rms_norm_kernel", add_rms_norm_kernel<kVectors>, dim3(unsigned(rows)), dim3(kThreads), 0, stream,
-                 hidden, delta, row_map, width, weight, eps, out);
+  launch_chained("add_rms_norm_kernel", add_rms_norm_kernel<kVectors>, dim3(unsigned(rows)),
+                 dim3(kThreads), 0, stream, hidden, delta, row_map, width, weight, eps, out);
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ constexpr int kChunkInputs = 32;  // inputs of a row a warp covers per step: 4 l
                                   // and the granularity of both kernels' input slices
 
 // Where a product's results go: y [rows][outputs] (stored, or added with `accumulate`), or, with
-// `activation`, the SwiGLU of each gate|up pair (gate_up_layout.h) into activation [rows][outputs / 2].
+// `activation`, the SwiGLU of each gate|up pair (gate_up_layout.h) into activation [rows][outputs /
+// 2].
 struct Destination {
   float* y;
   bool accumulate;
@@ -52,8 +53,8 @@ struct Destination {
 // also sums its up column (gate_up_layout.h) and writes the pair; an up column's thread writes
 // nothing.
 template <typename Partial>
-__device__ __forceinline__ void deliver(Partial partial, int local, int64_t r, int output, int outputs,
-                                        const Destination& d) {
+__device__ __forceinline__ void deliver(Partial partial, int local, int64_t r, int output,
+                                        int outputs, const Destination& d) {
   auto total = [&](int k) {
     float sum = 0.0f;
 #pragma unroll
@@ -264,23 +265,23 @@ __global__ void __launch_bounds__(kWarps * 32, kBlocksPerSm)
 }
 
 template <int kRows>
-void launch_fma(const __nv_bfloat16* x, int rows, const __nv_bfloat16* w, int outputs, int inputs, Destination d,
-                cudaStream_t stream) {
+void launch_fma(const __nv_bfloat16* x, int rows, const __nv_bfloat16* w, int outputs, int inputs,
+                Destination d, cudaStream_t stream) {
   const unsigned blocks = unsigned((outputs + kOutputsPerBlock - 1) / kOutputsPerBlock);
-  launch_chained("fma_linear_kernel", fma_linear_kernel<kRows>, dim3(blocks), dim3(kWarps * 32), 0, stream, x, rows, w,
-                 outputs, inputs, d);
+  launch_chained("fma_linear_kernel", fma_linear_kernel<kRows>, dim3(blocks), dim3(kWarps * 32), 0,
+                 stream, x, rows, w, outputs, inputs, d);
 }
 
 template <int kRowTiles, int kUnroll, int kBlocksPerSm>
-void launch_mma(const __nv_bfloat16* x, int rows, const __nv_bfloat16* w, int outputs, int inputs, Destination d,
-                cudaStream_t stream) {
+void launch_mma(const __nv_bfloat16* x, int rows, const __nv_bfloat16* w, int outputs, int inputs,
+                Destination d, cudaStream_t stream) {
   const unsigned blocks = unsigned((outputs + kTileOutputs - 1) / kTileOutputs);
-  launch_chained("mma_linear_kernel", mma_linear_kernel<kRowTiles, kUnroll, kBlocksPerSm>, dim3(blocks), dim3(kWarps * 32),
-                 0, stream, x, rows, w, outputs, inputs, d);
+  launch_chained("mma_linear_kernel", mma_linear_kernel<kRowTiles, kUnroll, kBlocksPerSm>,
+                 dim3(blocks), dim3(kWarps * 32), 0, stream, x, rows, w, outputs, inputs, d);
 }
 
-void launch(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs, int64_t inputs,
-            Destination d, cudaStream_t stream) {
+void launch(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t outputs,
+            int64_t inputs, Destination d, cudaStream_t stream) {
   if (!skinny_linear_supports(rows, inputs) || outputs > (int64_t(1) << 30)) {
     throw std::invalid_argument("skinny_linear: " + std::to_string(rows) + " rows x " +
                                 std::to_string(inputs) + " inputs is not supported");
@@ -312,12 +313,14 @@ void skinny_linear(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w,
   launch(x, rows, w, outputs, inputs, {y, accumulate, nullptr}, stream);
 }
 
-void skinny_linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w, int64_t inner,
-                          int64_t inputs, __nv_bfloat16* activation, cudaStream_t stream) {
+void skinny_linear_swiglu(const __nv_bfloat16* x, int64_t rows, const __nv_bfloat16* w,
+                          int64_t inner, int64_t inputs, __nv_bfloat16* activation,
+                          cudaStream_t stream) {
   // (util/error.h's fmt checks do not build under nvcc.)
   if (inner % 2 != 0) {
-    throw std::invalid_argument("skinny_linear_swiglu: " + std::to_string(inner) +
-                                " gate|up pairs: the layout needs an even number (gate_up_layout.h)");
+    throw std::invalid_argument(
+        "skinny_linear_swiglu: " + std::to_string(inner) +
+        " gate|up pairs: the layout needs an even number (gate_up_layout.h)");
   }
   launch(x, rows, w, 2 * inner, inputs, {nullptr, false, activation}, stream);
 }

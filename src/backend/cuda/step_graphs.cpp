@@ -4,7 +4,9 @@
 
 namespace oscar::cuda {
 
-StepGraphs::~StepGraphs() { clear(); }
+StepGraphs::~StepGraphs() {
+  clear();
+}
 
 void StepGraphs::clear() {
   for (auto& [key, graph] : graphs_) cudaGraphExecDestroy(graph);

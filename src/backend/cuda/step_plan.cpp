@@ -30,7 +30,8 @@ std::vector<Segment> decode_segments(const QueryRow& row, int64_t sink) {
     return segments;
   }
   if (a > 0) segments.push_back({0, a, KeyPages::full});
-  if (band_start > sink) segments.push_back({sink, std::min(band_start, quantized_stop), KeyPages::quantized});
+  if (band_start > sink)
+    segments.push_back({sink, std::min(band_start, quantized_stop), KeyPages::quantized});
   if (band_start < quantized_stop) segments.push_back({band_start, quantized_stop, KeyPages::band});
   if (tail_start <= t) segments.push_back({tail_start, t + 1, KeyPages::full});
   return segments;
@@ -46,7 +47,8 @@ std::vector<Segment> decode_segments(const QueryRow& row, int64_t sink) {
 // each one's pipeline fill and merge cost more than the evening out gains (at batch 1), and so does
 // cutting a quarter of every row when the launch has tens of waves.
 template <typename Visit>
-void for_each_split(int64_t begin, int64_t end, int64_t origin, int64_t split, int64_t waves, Visit visit) {
+void for_each_split(int64_t begin, int64_t end, int64_t origin, int64_t split, int64_t waves,
+                    Visit visit) {
   constexpr int64_t kSmallestFinePiece = 2 * kDecodeSplitAlignment;
   const int64_t quarter = split / 4 / kDecodeSplitAlignment * kDecodeSplitAlignment;
   const int64_t fine = quarter >= kSmallestFinePiece && waves > 0 ? quarter : split;
@@ -59,8 +61,12 @@ void for_each_split(int64_t begin, int64_t end, int64_t origin, int64_t split, i
   }
 }
 
-int64_t ceil_div(int64_t value, int64_t divisor) { return (value + divisor - 1) / divisor; }
-int64_t round_up(int64_t value, int64_t multiple) { return ceil_div(value, multiple) * multiple; }
+int64_t ceil_div(int64_t value, int64_t divisor) {
+  return (value + divisor - 1) / divisor;
+}
+int64_t round_up(int64_t value, int64_t multiple) {
+  return ceil_div(value, multiple) * multiple;
+}
 
 int32_t narrow(int64_t value) {
   require(value >= 0 && value <= INT32_MAX, "CUDA step plan: value {} does not fit 32 bits", value);
@@ -136,7 +142,8 @@ int64_t StepPlan::max_splits() const {
   return most;
 }
 
-int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized_cache, const StepPlanShape& shape) {
+int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized_cache,
+                            const StepPlanShape& shape) {
   int64_t total_key_positions = 0, longest_row = 0;
   for (const int64_t row : decode_rows) {
     total_key_positions += row;
@@ -146,8 +153,8 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
   const int64_t slots = std::max<int64_t>(1, shape.resident_blocks);
   auto split_for_waves = [&](int64_t waves) {
     const int64_t target = waves * slots;
-    return std::clamp<int64_t>(round_up(work / target, kDecodeSplitAlignment), kDecodeSplitAlignment,
-                               kLongestDecodeSplit);
+    return std::clamp<int64_t>(round_up(work / target, kDecodeSplitAlignment),
+                               kDecodeSplitAlignment, kLongestDecodeSplit);
   };
   auto pieces = [&](int64_t split) {
     int64_t count = 0;
@@ -182,14 +189,15 @@ int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized
     const int64_t budget = waves * slots;
     const int64_t even = ceil_div(work, budget);
     int64_t split = std::max(kDecodeSplitAlignment, round_up(even, kFullDecodeSplitAlignment));
-    while (split < kLongestDecodeSplit && pieces(split) > budget) split += kFullDecodeSplitAlignment;
+    while (split < kLongestDecodeSplit && pieces(split) > budget)
+      split += kFullDecodeSplitAlignment;
     if (split < kLongestDecodeSplit && 2 * split <= longest_row) return split;
   }
   return split_for_waves(2);
 }
 
-void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv, const StepPlanShape& shape,
-                    StepPlan& plan) {
+void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
+                    const StepPlanShape& shape, StepPlan& plan) {
   plan.clear();
   const int64_t heads = shape.num_kv_heads;
   const int64_t block_rows = shape.tensor_core_prefill ? kTensorCoreBlockRows : kBlockQueryRows;
@@ -201,12 +209,15 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
     if (step.tokens.size() != 1) plan.decode_only = false;
     if (step.tokens.size() == 1) decode_rows.push_back(step.kv->num_tokens() + 1);
   }
-  const int64_t decode_positions = std::accumulate(decode_rows.begin(), decode_rows.end(), int64_t(0));
-  plan.decode_split_tokens =
-      shape.split_tokens > 0 ? shape.split_tokens : decode_split_tokens(decode_rows, kv.quantized(), shape);
+  const int64_t decode_positions =
+      std::accumulate(decode_rows.begin(), decode_rows.end(), int64_t(0));
+  plan.decode_split_tokens = shape.split_tokens > 0
+                                 ? shape.split_tokens
+                                 : decode_split_tokens(decode_rows, kv.quantized(), shape);
   const int64_t alignment = kv.quantized() ? kDecodeSplitAlignment : kFullDecodeSplitAlignment;
-  require(plan.decode_split_tokens % alignment == 0, "CUDA step plan: the decode split {} is not a multiple of {}",
-          plan.decode_split_tokens, alignment);
+  require(plan.decode_split_tokens % alignment == 0,
+          "CUDA step plan: the decode split {} is not a multiple of {}", plan.decode_split_tokens,
+          alignment);
   const int64_t split = plan.decode_split_tokens;
   const int64_t split_units = split * std::max<int64_t>(1, shape.resident_blocks);
   const int64_t waves = ceil_div(decode_positions * heads, split_units);
@@ -216,7 +227,8 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
     const int64_t count = int64_t(step.tokens.size());
     const int64_t until = step.kv->full_precision_until();
     const int64_t table = int64_t(plan.page_table.size());
-    for (const LogicalPage& page : step.kv->pages()) plan.page_table.push_back({page.full, page.quantized, page.band});
+    for (const LogicalPage& page : step.kv->pages())
+      plan.page_table.push_back({page.full, page.quantized, page.band});
     const int64_t first_row = int64_t(plan.rows.size());
     for (int64_t i = 0; i < count; ++i) {
       const int64_t t = cached + i;
@@ -239,7 +251,8 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
           // setup and merge for one key (32K x 8: 64 of 1088 pieces).
           const int64_t tail_waves = s.pages == KeyPages::quantized ? waves : 0;
           const bool window = s.pages == KeyPages::full && s.begin > 0;
-          const int64_t origin = window ? s.begin / kDecodeSplitAlignment * kDecodeSplitAlignment : 0;
+          const int64_t origin =
+              window ? s.begin / kDecodeSplitAlignment * kDecodeSplitAlignment : 0;
           for_each_split(s.begin, s.end, origin, split, tail_waves, [&](int64_t b, int64_t e) {
             plan.decode_items.push_back({narrow(first_row), s.pages, narrow(b), narrow(e),
                                          narrow(base + splits * heads), row.page_table});
@@ -265,7 +278,8 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
         const int64_t base = plan.partial_records;
         plan.block_items.push_back({narrow(first_row + j), narrow(n), 0, narrow(cached + j + n),
                                     narrow(base), int32_t(prefill_table)});
-        for (int64_t r = 0; r < n; ++r) plan.combine.push_back({narrow(base + r * heads), 1, narrow(heads)});
+        for (int64_t r = 0; r < n; ++r)
+          plan.combine.push_back({narrow(base + r * heads), 1, narrow(heads)});
         plan.partial_records += n * heads;
       }
     }
@@ -276,7 +290,8 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
     // ... and those of them that some query of the step reads from the band (CpuKvStore::quantize's
     // band_from).
     if (kv.has_band()) {
-      for (int64_t p = std::max(q0, band_step_begin(kv, cached, cached + count, until)); p < q1; ++p) {
+      for (int64_t p = std::max(q0, band_step_begin(kv, cached, cached + count, until)); p < q1;
+           ++p) {
         plan.band_migrate.push_back({narrow(p), narrow(table)});
       }
     }

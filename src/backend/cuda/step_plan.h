@@ -32,10 +32,10 @@ inline constexpr int64_t kWholeDecodeRow = kLongestDecodeSplit + kDecodeSplitAli
 
 struct StepPlanShape {
   int64_t num_kv_heads = 0;
-  int64_t group = 0;             // query heads per KV head
-  bool fast_decode = false;      // single-token rows go to the split-K decode kernel
-  int64_t resident_blocks = 1;   // attention blocks the GPU runs at once (sets the split size)
-  int64_t split_tokens = 0;      // > 0: this decode split instead of decode_split_tokens() (benchmarks)
+  int64_t group = 0;            // query heads per KV head
+  bool fast_decode = false;     // single-token rows go to the split-K decode kernel
+  int64_t resident_blocks = 1;  // attention blocks the GPU runs at once (sets the split size)
+  int64_t split_tokens = 0;  // > 0: this decode split instead of decode_split_tokens() (benchmarks)
   // Prefill chunks go to the tensor-core kernel (blocks of kTensorCoreBlockRows query rows reading
   // bf16 pages, the quantized ones through dequantized scratch copies) instead of the float kernel.
   bool tensor_core_prefill = false;
@@ -69,15 +69,15 @@ struct StepPlan {
   StepCounts counts() const;
   int64_t max_splits() const;  // the most partial records of one row (CombineTask::count)
   int64_t scratch_pages() const { return int64_t(dequantize.size() + band_dequantize.size()); }
-  void clear();                // empties every record, keeping the storage
+  void clear();  // empties every record, keeping the storage
 };
 
 // Fills `plan` (its vectors cleared, their storage kept): a backend keeps one plan for all its
 // steps, because allocating a step's records afresh (a page table of 45K entries at 29 x 100K) cost
 // more than the step's host work (measured:
 // docs/bench/notes/2026-11-28-measurements-from-code-comments.md).
-void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv, const StepPlanShape& shape,
-                    StepPlan& plan);
+void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv,
+                    const StepPlanShape& shape, StepPlan& plan);
 
 // Key positions per split of decode rows of `decode_rows` key positions each: a split count that
 // fills whole waves of `shape.resident_blocks` blocks. Smaller splits pay each split's pipeline
@@ -92,6 +92,7 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
 // The split lengths were chosen by `oscar bench decode-attention --split-tokens`; the runs are in
 // docs/bench/notes/2026-11-27-decode-attention.md and
 // 2026-11-28-measurements-from-code-comments.md.
-int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized_cache, const StepPlanShape& shape);
+int64_t decode_split_tokens(std::span<const int64_t> decode_rows, bool quantized_cache,
+                            const StepPlanShape& shape);
 
 }  // namespace oscar::cuda

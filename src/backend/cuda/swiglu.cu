@@ -13,7 +13,8 @@
 namespace oscar::cuda {
 namespace {
 
-__global__ void swiglu_kernel(const float* gate_up, int64_t rows, int64_t inner, __nv_bfloat16* out) {
+__global__ void swiglu_kernel(const float* gate_up, int64_t rows, int64_t inner,
+                              __nv_bfloat16* out) {
   wait_for_producer();
   release_consumer();
   const int64_t total = rows * inner;
@@ -27,11 +28,12 @@ __global__ void swiglu_kernel(const float* gate_up, int64_t rows, int64_t inner,
 
 }  // namespace
 
-void launch_swiglu(const float* gate_up, int64_t rows, int64_t inner, __nv_bfloat16* out, cudaStream_t stream) {
+void launch_swiglu(const float* gate_up, int64_t rows, int64_t inner, __nv_bfloat16* out,
+                   cudaStream_t stream) {
   if (rows == 0) return;
   const int64_t blocks = std::min<int64_t>((rows * inner + 255) / 256, 65536);
-  launch_chained("swiglu_kernel", swiglu_kernel, dim3(unsigned(blocks)), dim3(256), 0, stream, gate_up, rows, inner,
-                 out);
+  launch_chained("swiglu_kernel", swiglu_kernel, dim3(unsigned(blocks)), dim3(256), 0, stream,
+                 gate_up, rows, inner, out);
 }
 
 }  // namespace oscar::cuda

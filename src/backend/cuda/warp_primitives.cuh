@@ -20,7 +20,8 @@ __device__ __forceinline__ uint32_t shared_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
-__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4],
+                                        const uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -28,7 +29,8 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], c
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4],
+                                         const uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -66,7 +68,9 @@ __device__ __forceinline__ void cp_async_16_or_zeros(uint32_t shared, const void
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared), "l"(global),
                "r"(source_bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
@@ -75,7 +79,9 @@ __device__ __forceinline__ void cp_async_wait() {
 // A kernel started by launch_chained (chained_launch.cuh) may run while the kernel before it in
 // the stream finishes: before this it may read only what no kernel writes (weights, rotations);
 // after it everything earlier kernels wrote is complete and visible. A no-op for a plain launch.
-__device__ __forceinline__ void wait_for_producer() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_for_producer() {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+}
 // Lets the next chained kernel's blocks be scheduled now (they wait in wait_for_producer until
 // this grid has finished). Called after wait_for_producer, so at most one grid waits ahead.
 __device__ __forceinline__ void release_consumer() {
