@@ -92,9 +92,9 @@ TEST_P(GroupCodec, ParamsSurviveStorage) {
   const CodecCase c = GetParam();
   // Parameters as choose_group_params makes them are stored exactly.
   const GroupParams params = params_for_range(-1.75f, 0.31f, c.bits, c.format);
-  uint8_t stored[4];
-  store_params(params, c.format, stored);
-  const GroupParams loaded = load_params(stored, c.format);
+  std::vector<uint8_t> stored(size_t(param_bytes_per_group(c.format)));
+  store_params(params, c.format, stored.data());
+  const GroupParams loaded = load_params(stored.data(), c.format);
   EXPECT_EQ(loaded.scale, params.scale);
   EXPECT_EQ(loaded.zero, params.zero);
   EXPECT_LE(params.zero, -1.75f + params.scale / 16);
