@@ -321,7 +321,7 @@ __device__ void copy_jobs(const AttentionArgs& args, const CUtensorMap* full_map
 // The rows' partial records: max (log2 units), sum and the unnormalised output of each row.
 __device__ void write_partials(const AttentionArgs& args, const BlockItem& item, int kv_head,
                                const RowBounds (&rows)[2], int row0, int quad, const float (&o)[64],
-                               float (&row_max)[2], float (&row_sum)[2]) {
+                               const float (&row_max)[2], float (&row_sum)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
