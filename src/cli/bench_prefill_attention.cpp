@@ -118,6 +118,7 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
     AttentionArgs args = layer_attention_args(model, kv, layout, band_layout, pages, step,
                                               queries.data(), partials.data(), q8.data());
     args.scratch_pages = scratch.data();
+    args.output = out.data();
     return args;
   };
   auto dequantize = [&](const Chunk& c, const AttentionArgs& args) {
@@ -140,9 +141,9 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
         launch_float_block_attention(
             args, int(std::min<int64_t>(items * model.num_kv_heads, float_grid)), nullptr);
       }
-      launch_attention_combine(c.step->combine(), int64_t(c.plan.rows.size()), 1, partials.data(),
-                               int(model.num_kv_heads), group, int(model.head_dim), out.data(),
-                               nullptr, nullptr);
+      launch_attention_combine(c.step->combine(), int64_t(c.plan.rows.size()), c.plan.max_splits(),
+                               partials.data(), int(model.num_kv_heads), group, int(model.head_dim),
+                               out.data(), nullptr, nullptr);
     }
   };
   PrefillAttentionTiming m;

@@ -264,6 +264,10 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   args.q8_scales = d_q8.data();
   DeviceBuffer<std::byte> scratch(
       size_t(std::max<int64_t>(1, plan.scratch_pages()) * layout.full_page_bytes));
+  DeviceBuffer<__nv_bfloat16> out(size_t(row_count * q_width));
+  DeviceBuffer<float> out_float(out.size());
+  args.output = out.data();
+  args.output_float = out_float.data();
   if (kernel == Kernel::tensor_core_prefill) {
     ASSERT_EQ(plan.scratch_pages() > 0,
               kv.quantized() && int64_t(*std::max_element(cached.begin(), cached.end())) >
@@ -285,8 +289,6 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
     launch_decode_attention(
         args, decode_grid > 0 ? decode_grid : decode_attention_resident_blocks(layout), nullptr);
   }
-  DeviceBuffer<__nv_bfloat16> out(size_t(row_count * q_width));
-  DeviceBuffer<float> out_float(out.size());
   launch_attention_combine(device_step.combine(), row_count, plan.max_splits(), partials.data(),
                            num_kv_heads, a.query_group, d, out.data(), out_float.data(), nullptr);
   const auto actual = to_host(out_float, out_float.size());

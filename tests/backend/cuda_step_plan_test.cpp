@@ -337,6 +337,47 @@ TEST(CudaStepPlan, BandCopiesAreMadeOfTheMigratedTokensTheStepReadsFromTheBand) 
   EXPECT_TRUE(plan_for(5000, 1, 5000).band_migrate.empty());
 }
 
+// A prefill chunk beside a decode row: the float kernel's blocks write one partial record per row
+// and KV head, which the combine normalises; the tensor-core kernel's blocks write their rows'
+// output themselves, so those rows have no records and their combine tasks count none. The decode
+// row keeps its records either way.
+TEST(CudaStepPlan, TensorCorePrefillRowsHaveNoPartialRecords) {
+  KvCacheConfig kv;
+  kv.page_size_tokens = 64;
+  auto pages_of = [&](int64_t cached, int64_t new_tokens, int32_t first_page) {
+    std::vector<LogicalPage> pages;
+    for (int32_t p = 0; p <= int32_t((cached + new_tokens) / 64); ++p)
+      pages.push_back({first_page + p, -1, -1});
+    SequencePages sequence;
+    sequence.attach_prefix(pages, cached);
+    return sequence;
+  };
+  SequencePages prompt = pages_of(0, 700, 0), decoding = pages_of(500, 1, 100);
+  const std::vector<int32_t> prompt_tokens(700, 1), decode_token = {2};
+  const std::vector<SequenceStep> steps = {{std::span(prompt_tokens), &prompt, true},
+                                           {std::span(decode_token), &decoding, false}};
+  for (const bool tensor_cores : {false, true}) {
+    StepPlan plan;
+    make_step_plan(steps, kv,
+                   {.num_kv_heads = 8,
+                    .group = 4,
+                    .fast_decode = true,
+                    .resident_blocks = 132,
+                    .tensor_core_prefill = tensor_cores},
+                   plan);
+    ASSERT_EQ(plan.combine.size(), 701u);
+    int64_t prefill_records = 0;
+    for (size_t row = 0; row < 700; ++row) prefill_records += plan.combine[row].count;
+    EXPECT_EQ(prefill_records, tensor_cores ? 0 : 700) << "tensor cores " << tensor_cores;
+    EXPECT_GE(plan.combine[700].count, 1);
+    for (const BlockItem& item : plan.block_items) {
+      EXPECT_EQ(item.partial < 0, tensor_cores);
+      EXPECT_EQ(item.prefill_table >= 0, tensor_cores);
+    }
+    EXPECT_EQ(plan.partial_records, (tensor_cores ? 0 : 700 * 8) + plan.combine[700].count * 8);
+  }
+}
+
 // The backend fills one plan for all its steps (make_step_plan keeps the storage): a decode step
 // planned over a prefill chunk's plan (block items, migrations, band copies, KIVI key groups,
 // every row's logits) is the decode step's fresh plan, record for record.

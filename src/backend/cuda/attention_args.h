@@ -3,6 +3,8 @@
 // work records (step_work.h) and queries, and where partial results go. A partial record of
 // `group` query heads is [max[group], sum[group], output[group][head_dim]] floats: the running
 // max of the scores (log2 units), the sum of 2^(score - max) and the unnormalised weighted values.
+#include <cuda_bf16.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -30,6 +32,11 @@ struct AttentionArgs {
   const std::byte* scratch_pages = nullptr;
   const float* queries = nullptr;  // [rows][num_heads][head_dim], rotated like the stored keys
   float* partials = nullptr;
+  // The tensor-core prefill kernel's items hold each of their rows whole (one partial record), so
+  // the kernel writes those rows' normalised output itself, [rows][num_heads][head_dim], as bf16
+  // and, when given, as float; their combine tasks count no records.
+  __nv_bfloat16* output = nullptr;
+  float* output_float = nullptr;
   int num_kv_heads = 0;
   int group = 0;          // query heads per KV head
   float score_scale = 0;  // log2(e) / sqrt(head_dim): scores in log2 units

@@ -58,6 +58,7 @@ __global__ void attention_combine_kernel(const CombineTask* tasks, const float* 
   const CombineTask task = tasks[row];
   wait_for_producer();
   release_consumer();
+  if (task.count == 0) return;  // a row the prefill kernel wrote itself (attention_args.h)
   const int64_t record_floats = int64_t(group) * (kHeadDim + 2);
   const float* first = partials + int64_t(task.first + kv_head) * record_floats;
   const int64_t stride = int64_t(task.stride) * record_floats;
@@ -114,7 +115,7 @@ __global__ void attention_combine_kernel(const CombineTask* tasks, const float* 
 void launch_attention_combine(const CombineTask* tasks, int64_t rows, int64_t max_splits,
                               const float* partials, int num_kv_heads, int group, int head_dim,
                               __nv_bfloat16* out, float* out_float, cudaStream_t stream) {
-  if (rows == 0) return;
+  if (rows == 0 || max_splits == 0) return;  // no row has partial records
   // (util/error.h's fmt checks do not build under nvcc.)
   if (head_dim != kHeadDim) {
     throw std::invalid_argument("attention_combine: head_dim " + std::to_string(head_dim) +

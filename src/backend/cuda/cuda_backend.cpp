@@ -411,6 +411,7 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
   step_.fill_attention_args(args);
   args.queries = workspace_.rotated_queries.data();
   args.partials = workspace_.partials.data();
+  args.output = workspace_.attention.data();
   args.num_kv_heads = int(c.num_kv_heads);
   args.group = int(c.group_size());
   args.score_scale = attention_score_scale(c.head_dim);

@@ -39,7 +39,7 @@ CUtensorMap make_page_tensor_map(const std::byte* arena, int64_t page_count,
       cuuint64_t(layout.head_dim),
       cuuint64_t(page_count * 2 * layout.num_kv_heads * layout.page_size_tokens)};
   const cuuint64_t strides[1] = {cuuint64_t(layout.head_dim * layout.element_bytes)};
-  const cuuint32_t box[2] = {64, cuuint32_t(kPageTensorMapRows)};
+  const cuuint32_t box[2] = {64, cuuint32_t(page_tensor_map_rows(layout))};
   const cuuint32_t element_strides[2] = {1, 1};
   CUtensorMap map{};
   const CUresult result = tensor_map_encoder()(

@@ -1,8 +1,9 @@
 // Flash attention for prefill chunks on the tensor cores (wgmma, sm_90a): causal, GQA, bf16
 // operands, float32 accumulation and online softmax. One block per (block item, KV head): 128 query
 // rows (the item's tokens x the group's query heads, token-major), two warpgroups of 64 rows each,
-// against tiles of 128 keys that a third warpgroup copies by TMA into a three-stage ring; each
-// warpgroup's softmax of a tile runs while the tensor cores weigh the values of the tile before.
+// against tiles of 128 keys that a third warpgroup copies by TMA into three-stage rings of keys and
+// of values (a key stage is free again once its scores are computed); each warpgroup's softmax of a
+// tile runs while the tensor cores weigh the values of the tile before.
 //
 // The decode rule (kvcache/kv_cache_config.h, as cpu_attention and the float kernel apply it): the
 // query at position t reads key j from its 2-bit copy iff sink <= j < band_begin(t + 1), from its
@@ -39,12 +40,11 @@ constexpr int kQueryHalfBytes = 64 * kHalfRowBytes;   // one half of a warpgroup
 constexpr int kQueryBytes = kRows * kHeadDim * 2;
 constexpr int kKeysOffset = kQueryBytes;
 constexpr int kValuesOffset = kKeysOffset + kStages * kTileBytes;
-constexpr int kFullBarriersOffset =
-    kValuesOffset + kStages * kTileBytes;                                // a stage's copies landed
-constexpr int kEmptyBarriersOffset = kFullBarriersOffset + 8 * kStages;  // a stage's tile is read
-constexpr int kSharedBytes = kEmptyBarriersOffset + 8 * kStages;
+// Four rings of barriers, one per stage each: a stage's keys landed, its values landed, its keys
+// were read, its values were read. Keys are released as soon as a job's scores are computed.
+constexpr int kBarriersOffset = kValuesOffset + kStages * kTileBytes;
+constexpr int kSharedBytes = kBarriersOffset + 4 * 8 * kStages;
 constexpr int kSharedAlignment = 1024;  // the swizzle atoms' alignment
-constexpr int kBoxBytes = 64 * kPageTensorMapRows * 2;
 // Registers a thread of each role keeps (setmaxnreg): the copying warpgroup needs few.
 constexpr int kConsumerRegisters = 232;
 constexpr int kProducerRegisters = 40;
@@ -160,47 +160,57 @@ __device__ void load_queries(const AttentionArgs& a, const BlockItem& item, int 
   }
 }
 
-// Starts the bulk copies of a job's keys and values into one stage, in boxes of
-// kPageTensorMapRows keys x 64 channels (a box never spans two pages), and arms the stage's barrier
-// with their bytes. Boxes outside the item's range or without a page in the job's format are not
-// copied: their keys' weights are zero, and the stage holds finite values from earlier copies (it
-// is zeroed at the start).
-__device__ void copy_tile(const AttentionArgs& a, const CUtensorMap* full_map,
-                          const CUtensorMap* scratch_map, const BlockItem& item,
-                          const ItemBounds& b, int kv_head, Job job, uint32_t keys_shared,
-                          uint32_t values_shared, uint32_t barrier) {
-  constexpr int kBoxes = kKeys / kPageTensorMapRows;
+// The boxes of a job's tile, BoxRows keys each (page_tensor_map_rows: a box never spans two
+// pages): each box's first row in the tensor map, or -1 where the box is outside the item's range
+// or has no page in the job's format. Such boxes are not copied: their keys' weights are zero, and
+// the stage holds finite values from earlier copies (it is zeroed at the start).
+template <int BoxRows>
+struct TileBoxes {
+  static constexpr int kCount = kKeys / BoxRows;
+  static constexpr int kBytes = 64 * BoxRows * 2;  // one box: 64 channels
+  int rows[kCount];
+  int copied;
+};
+
+template <int BoxRows>
+__device__ TileBoxes<BoxRows> tile_boxes(const AttentionArgs& a, const BlockItem& item,
+                                         const ItemBounds& b, int kv_head, Job job) {
   const PageLayout& layout = a.layout;
-  const CUtensorMap* map = job.pages == KeyPages::full ? full_map : scratch_map;
   const int page_rows = int(layout.page_size_tokens);
-  int rows[kBoxes];  // the key box's first row in the map, or -1
-  int boxes = 0;
+  TileBoxes<BoxRows> boxes;
+  boxes.copied = 0;
 #pragma unroll
-  for (int box = 0; box < kBoxes; ++box) {
-    const int first = job.tile + box * kPageTensorMapRows;
-    rows[box] = -1;
-    if (first + kPageTensorMapRows > b.key_begin && first < b.key_end) {
+  for (int box = 0; box < boxes.kCount; ++box) {
+    const int first = job.tile + box * BoxRows;
+    boxes.rows[box] = -1;
+    if (first + BoxRows > b.key_begin && first < b.key_end) {
       const PageIds page = a.prefill_pages[item.prefill_table + first / page_rows];
       const int id = job.pages == KeyPages::full        ? page.full
                      : job.pages == KeyPages::quantized ? page.quantized
                                                         : page.band;
       if (id >= 0) {
-        rows[box] = (id * 2 * int(layout.num_kv_heads) + kv_head) * page_rows + first % page_rows;
-        ++boxes;
+        boxes.rows[box] =
+            (id * 2 * int(layout.num_kv_heads) + kv_head) * page_rows + first % page_rows;
+        ++boxes.copied;
       }
     }
   }
-  bulk::arrive_expecting(barrier, uint32_t(boxes * 4 * kBoxBytes));
-  const int value_rows = int(layout.num_kv_heads) * page_rows;  // from a page's keys to its values
+  return boxes;
+}
+
+// Starts the bulk copies of a tile's boxes (keys, or with `row_offset` a page's values) into one
+// stage and arms the stage's barrier with their bytes.
+template <int BoxRows>
+__device__ void copy_tile(const CUtensorMap* map, const TileBoxes<BoxRows>& boxes, int row_offset,
+                          uint32_t shared, uint32_t barrier) {
+  bulk::arrive_expecting(barrier, uint32_t(boxes.copied * 2 * boxes.kBytes));
 #pragma unroll
-  for (int box = 0; box < kBoxes; ++box) {
-    if (rows[box] < 0) continue;
+  for (int box = 0; box < boxes.kCount; ++box) {
+    if (boxes.rows[box] < 0) continue;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const uint32_t offset =
-          uint32_t(half * kKeyHalfBytes + box * kPageTensorMapRows * kHalfRowBytes);
-      bulk::copy_2d(keys_shared + offset, map, half * 64, rows[box], barrier);
-      bulk::copy_2d(values_shared + offset, map, half * 64, rows[box] + value_rows, barrier);
+      const uint32_t offset = uint32_t(half * kKeyHalfBytes + box * BoxRows * kHalfRowBytes);
+      bulk::copy_2d(shared + offset, map, half * 64, boxes.rows[box] + row_offset, barrier);
     }
   }
 }
@@ -294,23 +304,31 @@ struct SharedStages {
   __device__ uint32_t values(int stage) const {
     return base + uint32_t(kValuesOffset + stage * kTileBytes);
   }
-  __device__ uint32_t full(int stage) const {  // the stage's copies have landed
-    return base + uint32_t(kFullBarriersOffset + 8 * stage);
+  __device__ uint32_t barrier(int ring, int stage) const {
+    return base + uint32_t(kBarriersOffset + 8 * (ring * kStages + stage));
   }
-  __device__ uint32_t empty(int stage) const {  // every consumer warp has read the stage
-    return base + uint32_t(kEmptyBarriersOffset + 8 * stage);
-  }
+  __device__ uint32_t keys_full(int stage) const { return barrier(0, stage); }
+  __device__ uint32_t values_full(int stage) const { return barrier(1, stage); }
+  // Every consumer warp has read the stage's keys (values).
+  __device__ uint32_t keys_empty(int stage) const { return barrier(2, stage); }
+  __device__ uint32_t values_empty(int stage) const { return barrier(3, stage); }
 };
 
-// The copying thread: each job's tiles into the next stage of the ring once it is released.
+// The copying thread: each job's keys, then its values, into the next stage of their rings once
+// the consumers have released it. A job's pages are looked up before the waits.
+template <int BoxRows>
 __device__ void copy_jobs(const AttentionArgs& args, const CUtensorMap* full_map,
                           const CUtensorMap* scratch_map, const BlockItem& item,
                           const ItemBounds& bounds, int kv_head, SharedStages stages) {
+  const int value_rows = int(args.layout.num_kv_heads * args.layout.page_size_tokens);
   int stage = 0, round = 0;
   for (Job job = first_job(bounds); job.tile < bounds.key_end; job = next_job(bounds, job)) {
-    if (round > 0) bulk::wait(stages.empty(stage), uint32_t(round - 1) & 1u);
-    copy_tile(args, full_map, scratch_map, item, bounds, kv_head, job, stages.keys(stage),
-              stages.values(stage), stages.full(stage));
+    const TileBoxes<BoxRows> boxes = tile_boxes<BoxRows>(args, item, bounds, kv_head, job);
+    const CUtensorMap* map = job.pages == KeyPages::full ? full_map : scratch_map;
+    if (round > 0) bulk::wait(stages.keys_empty(stage), uint32_t(round - 1) & 1u);
+    copy_tile(map, boxes, 0, stages.keys(stage), stages.keys_full(stage));
+    if (round > 0) bulk::wait(stages.values_empty(stage), uint32_t(round - 1) & 1u);
+    copy_tile(map, boxes, value_rows, stages.values(stage), stages.values_full(stage));
     if (++stage == kStages) {
       stage = 0;
       ++round;
@@ -318,10 +336,11 @@ __device__ void copy_jobs(const AttentionArgs& args, const CUtensorMap* full_map
   }
 }
 
-// The rows' partial records: max (log2 units), sum and the unnormalised output of each row.
-__device__ void write_partials(const AttentionArgs& args, const BlockItem& item, int kv_head,
-                               const RowBounds (&rows)[2], int row0, int quad, const float (&o)[64],
-                               const float (&row_max)[2], float (&row_sum)[2]) {
+// The rows' output, normalised by their sums (the combine kernel's division for a row of one
+// record, so the result is the same to the bit), as bf16 and, when asked, as float.
+__device__ void write_output(const AttentionArgs& args, const BlockItem& item, int kv_head,
+                             const RowBounds (&rows)[2], int row0, int quad, const float (&o)[64],
+                             float (&row_sum)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
@@ -329,17 +348,18 @@ __device__ void write_partials(const AttentionArgs& args, const BlockItem& item,
     if (rows[r].position < 0) continue;
     const int row = row0 + 8 * r;
     const int token = row / args.group, head = row % args.group;
-    float* record = args.partials + int64_t(item.partial + token * args.num_kv_heads + kv_head) *
-                                        partial_record_floats(args.group, kHeadDim);
-    float* out = record + 2 * args.group + head * kHeadDim;
+    const int64_t offset =
+        ((int64_t(item.first_row + token) * args.num_kv_heads + kv_head) * args.group + head) *
+        kHeadDim;
 #pragma unroll
     for (int b = 0; b < 16; ++b) {
-      *reinterpret_cast<float2*>(out + 8 * b + 2 * quad) =
-          make_float2(o[4 * b + 2 * r], o[4 * b + 2 * r + 1]);
-    }
-    if (quad == 0) {
-      record[head] = row_max[r];
-      record[args.group + head] = row_sum[r];
+      const float2 value =
+          make_float2(o[4 * b + 2 * r] / row_sum[r], o[4 * b + 2 * r + 1] / row_sum[r]);
+      const int64_t index = offset + 8 * b + 2 * quad;
+      *reinterpret_cast<__nv_bfloat162*>(args.output + index) =
+          __floats2bfloat162_rn(value.x, value.y);
+      if (args.output_float != nullptr)
+        *reinterpret_cast<float2*>(args.output_float + index) = value;
     }
   }
 }
@@ -377,10 +397,11 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
   // products where it cannot see that no other instruction reads their accumulators meanwhile).
   Job job = first_job(bounds);
   if (job.tile >= bounds.key_end)
-    return write_partials(args, item, kv_head, rows, row0, quad, o, row_max, row_sum);
-  int previous_stage = 0, stage = 0, round = 0;
+    return write_output(args, item, kv_head, rows, row0, quad, o, row_sum);
+  int previous_stage = 0, previous_round = 0, stage = 0, round = 0;
   auto advance = [&] {
     previous_stage = stage;
+    previous_round = round;
     if (++stage == kStages) {
       stage = 0;
       ++round;
@@ -388,11 +409,12 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
   };
   {
     const Job next = next_job(bounds, job);
-    bulk::wait(stages.full(stage), 0u);
+    bulk::wait(stages.keys_full(stage), 0u);
     wgmma::fence();
     issue_scores(s, queries, stages.keys(stage));
     wgmma::wait<0>();
     wgmma::fence_operands(s);
+    if (lane == 0) bulk::arrive(stages.keys_empty(stage));
     softmax_tile(s, bounds, job, rows, quad, row_max, row_sum, correction);
     pack_weights(s, p);
     advance();
@@ -400,18 +422,20 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
   }
   while (job.tile < bounds.key_end) {
     const Job next = next_job(bounds, job);
-    bulk::wait(stages.full(stage), uint32_t(round) & 1u);
+    bulk::wait(stages.keys_full(stage), uint32_t(round) & 1u);
+    bulk::wait(stages.values_full(previous_stage), uint32_t(previous_round) & 1u);
     wgmma::fence_operands(o);
     wgmma::fence();
     issue_scores(s, queries, stages.keys(stage));
     issue_values(o, p, stages.values(previous_stage));
     wgmma::wait<1>();
     wgmma::fence_operands(s);
+    if (lane == 0) bulk::arrive(stages.keys_empty(stage));
     softmax_tile(s, bounds, job, rows, quad, row_max, row_sum, correction);
     wgmma::wait<0>();
     wgmma::fence_operands(o);
     fence_weights(p);
-    if (lane == 0) bulk::arrive(stages.empty(previous_stage));
+    if (lane == 0) bulk::arrive(stages.values_empty(previous_stage));
 #pragma unroll
     for (int b = 0; b < 16; ++b) {
 #pragma unroll
@@ -421,19 +445,21 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
     advance();
     job = next;
   }
+  bulk::wait(stages.values_full(previous_stage), uint32_t(previous_round) & 1u);
   wgmma::fence_operands(o);
   wgmma::fence();
   issue_values(o, p, stages.values(previous_stage));
   wgmma::wait<0>();
   wgmma::fence_operands(o);
-  write_partials(args, item, kv_head, rows, row0, quad, o, row_max, row_sum);
+  write_output(args, item, kv_head, rows, row0, quad, o, row_sum);
 }
 
 // One block: warpgroups 0 and 1 compute (64 query rows each), warpgroup 2 copies the tiles, one
-// thread of it issuing the bulk copies of each job (a tile of keys in one format) into a
-// three-stage ring as soon as the consumers have released the stage. Each consumer issues the
+// thread of it issuing the bulk copies of each job (a tile of keys in one format) into the
+// three-stage rings as soon as the consumers have released a stage. Each consumer issues the
 // scores of a job and the weighted values of the job before together, so that its softmax runs
 // while the tensor cores compute the previous job's P V.
+template <int BoxRows>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_attention_kernel(const AttentionArgs args, const __grid_constant__ CUtensorMap full_map,
                              const __grid_constant__ CUtensorMap scratch_map) {
@@ -442,7 +468,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       shared_raw +
       ((kSharedAlignment - (shared_address(shared_raw) % kSharedAlignment)) % kSharedAlignment));
   const SharedStages stages{shared_address(shared)};
-  const BlockItem item = args.block_items[blockIdx.x / args.num_kv_heads];
+  // Items in reverse: a sequence's later tokens read more keys, and the longest blocks go first.
+  const int items = int(gridDim.x) / args.num_kv_heads;
+  const BlockItem item = args.block_items[items - 1 - int(blockIdx.x) / args.num_kv_heads];
   const int kv_head = int(blockIdx.x % args.num_kv_heads);
   const QueryRow first = args.rows[item.first_row];
   const QueryRow last = args.rows[item.first_row + item.row_count - 1];
@@ -464,8 +492,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (threadIdx.x == 0) {
     for (int stage = 0; stage < kStages; ++stage) {
-      bulk::init_barrier(stages.full(stage), 1);
-      bulk::init_barrier(stages.empty(stage), kConsumerThreads / 32);
+      bulk::init_barrier(stages.keys_full(stage), 1);
+      bulk::init_barrier(stages.values_full(stage), 1);
+      bulk::init_barrier(stages.keys_empty(stage), kConsumerThreads / 32);
+      bulk::init_barrier(stages.values_empty(stage), kConsumerThreads / 32);
     }
     bulk::fence_barrier_init();
   }
@@ -475,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x >= kConsumerThreads) {
     bulk::release_registers<kProducerRegisters>();
     if (threadIdx.x == kConsumerThreads) {
-      copy_jobs(args, &full_map, &scratch_map, item, bounds, kv_head, stages);
+      copy_jobs<BoxRows>(args, &full_map, &scratch_map, item, bounds, kv_head, stages);
     }
   } else {
     bulk::claim_registers<kConsumerRegisters>();
@@ -498,12 +528,14 @@ void launch_prefill_attention(const AttentionArgs& args, int64_t block_items,
           " query heads per KV head, pages of " + std::to_string(args.layout.page_size_tokens) +
           " tokens (supported: head_dim 128, 1-8 query heads per KV head, pages of a multiple of " +
           std::to_string(kPageTensorMapRows) + " tokens)");
+  // The maps' boxes (page_tensor_map_rows) decide the instance.
+  const auto kernel = page_tensor_map_rows(args.layout) == kLargePageTensorMapRows
+                          ? prefill_attention_kernel<kLargePageTensorMapRows>
+                          : prefill_attention_kernel<kPageTensorMapRows>;
   constexpr int kDynamicBytes = kSharedBytes + kSharedAlignment;
-  check(cudaFuncSetAttribute(prefill_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             kDynamicBytes),
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicBytes),
         "cudaFuncSetAttribute(prefill_attention)");
-  prefill_attention_kernel<<<int(blocks), kThreads, kDynamicBytes, stream>>>(args, full_map,
-                                                                             scratch_map);
+  kernel<<<int(blocks), kThreads, kDynamicBytes, stream>>>(args, full_map, scratch_map);
   check_launch("prefill_attention_kernel");
 }
 

@@ -275,9 +275,15 @@ void make_step_plan(std::span<const SequenceStep> steps, const KvCacheConfig& kv
               : -1;
       for (int64_t j = 0; j < count; j += block_tokens) {
         const int64_t n = std::min(block_tokens, count - j);
+        if (shape.tensor_core_prefill) {  // the kernel writes the rows' output (attention_args.h)
+          plan.block_items.push_back({narrow(first_row + j), narrow(n), 0, narrow(cached + j + n),
+                                      -1, int32_t(prefill_table)});
+          for (int64_t r = 0; r < n; ++r) plan.combine.push_back({0, 0, 0});
+          continue;
+        }
         const int64_t base = plan.partial_records;
-        plan.block_items.push_back({narrow(first_row + j), narrow(n), 0, narrow(cached + j + n),
-                                    narrow(base), int32_t(prefill_table)});
+        plan.block_items.push_back(
+            {narrow(first_row + j), narrow(n), 0, narrow(cached + j + n), narrow(base), -1});
         for (int64_t r = 0; r < n; ++r)
           plan.combine.push_back({narrow(base + r * heads), 1, narrow(heads)});
         plan.partial_records += n * heads;

@@ -47,7 +47,7 @@ struct DecodeItem {
 // key ranges) and the key positions [key_begin, key_end) they read under the decode rule. Token j
 // of the block, KV head h writes partial record `partial + j * num_kv_heads + h`. The tensor-core
 // prefill kernel finds the sequence's bf16 pages at `prefill_table` of the step's prefill page
-// table (-1 for the float kernel's items).
+// table (-1 for the float kernel's items) and writes its rows' output itself (`partial` -1).
 struct BlockItem {
   int32_t first_row;
   int32_t row_count;
