@@ -19,18 +19,18 @@
 namespace oscar {
 namespace {
 
-struct Finished {
+struct FinishedOrFailed {
   std::vector<int32_t> tokens;
   std::vector<std::vector<TokenLogprob>> top_logprobs;
   FinishReason reason = FinishReason::none;
   std::string error;
 };
 
-std::map<RequestId, Finished> run_all(Engine& engine) {
-  std::map<RequestId, Finished> results;
+std::map<RequestId, FinishedOrFailed> run_until_idle(Engine& engine) {
+  std::map<RequestId, FinishedOrFailed> results;
   for (int steps = 0; !engine.idle() && steps < 1000; ++steps) {
     for (const RequestOutput& out : engine.step()) {
-      Finished& f = results[out.id];
+      FinishedOrFailed& f = results[out.id];
       f.tokens.insert(f.tokens.end(), out.tokens.begin(), out.tokens.end());
       f.top_logprobs.insert(f.top_logprobs.end(), out.top_logprobs.begin(), out.top_logprobs.end());
       if (out.finished) f.reason = out.finish_reason;
@@ -97,9 +97,9 @@ TEST(EngineFaults, PaddedVocabularyIdsAreNeverSampled) {
   GenerationRequest json = request(prompt, 1.0f, 24);
   json.json_object = true;
   ids.push_back(engine.submit(std::move(json)));
-  const auto results = run_all(engine);
+  const auto results = run_until_idle(engine);
   for (const RequestId id : ids) {
-    const Finished& f = results.at(id);
+    const FinishedOrFailed& f = results.at(id);
     EXPECT_TRUE(f.error.empty()) << f.error;
     EXPECT_NE(f.reason, FinishReason::error);
     ASSERT_FALSE(f.tokens.empty());
@@ -133,7 +133,7 @@ TEST(EngineFaults, AFailedStepEndsOnlyTheRequestAtFault) {
     Engine engine(make_backend(testing::testbed_weights(), backend_options()),
                   &testing::testbed_tokenizer(), engine_options());
     const RequestId id = engine.submit(request(prompt, 0.0f, 12));
-    alone.push_back(run_all(engine).at(id).tokens);
+    alone.push_back(run_until_idle(engine).at(id).tokens);
   }
   // Together, with a fourth whose prompt makes every step holding it fail: batched with the others
   // in its first step, it alone ends with the error.
@@ -146,13 +146,13 @@ TEST(EngineFaults, AFailedStepEndsOnlyTheRequestAtFault) {
     ids.push_back(engine.submit(request(prompts[i], 0.0f, 12)));
   }
   const RequestId at_fault = ids[1];
-  auto results = run_all(engine);
+  auto results = run_until_idle(engine);
   EXPECT_EQ(results.at(at_fault).reason, FinishReason::error);
   EXPECT_NE(results.at(at_fault).error.find("a step holds token 7777"), std::string::npos)
       << results.at(at_fault).error;
   EXPECT_TRUE(results.at(at_fault).tokens.empty());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const Finished& f = results.at(ids[i < 1 ? i : i + 1]);
+    const FinishedOrFailed& f = results.at(ids[i < 1 ? i : i + 1]);
     EXPECT_EQ(f.reason, FinishReason::length) << f.error;
     EXPECT_EQ(f.tokens, alone[i]) << "prompt " << i;
   }
@@ -161,7 +161,7 @@ TEST(EngineFaults, AFailedStepEndsOnlyTheRequestAtFault) {
   engine.reset_prefix_cache();
   EXPECT_EQ(engine.pools().full.used_pages(), 0);
   const RequestId next = engine.submit(request(prompts[0], 0.0f, 12));
-  EXPECT_EQ(run_all(engine).at(next).tokens, alone[0]);
+  EXPECT_EQ(run_until_idle(engine).at(next).tokens, alone[0]);
 }
 
 TEST(EngineFaults, AbortAllEndsEveryRequestAndTheEngineGoesOn) {
@@ -183,7 +183,7 @@ TEST(EngineFaults, AbortAllEndsEveryRequestAndTheEngineGoesOn) {
   engine.reset_prefix_cache();
   EXPECT_EQ(engine.pools().full.used_pages(), 0);
   const RequestId next = engine.submit(request(prompt, 0.0f, 12));
-  const auto results = run_all(engine);
+  const auto results = run_until_idle(engine);
   EXPECT_EQ(results.at(next).reason, FinishReason::length);
   EXPECT_EQ(results.at(next).tokens.size(), 12u);
 }
