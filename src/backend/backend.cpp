@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "model/model_fingerprint.h"
 #include "model/model_weights.h"
+#include "parallel/communicator.h"
 #include "quant/kv_rotations.h"
 #include "quant/published_rotations.h"
 #include "util/error.h"
@@ -72,6 +73,10 @@ std::unique_ptr<Backend> make_backend(const ModelWeights& weights, const Backend
   const std::optional<KvRotations> rotations = rotations_for(weights, options.kv);
   const KvRotations* rotation_pointer = rotations ? &*rotations : nullptr;
   if (options.device == DeviceKind::cuda) {
+    require(options.communicator == nullptr || options.communicator->world_size() == 1,
+            "--tensor-parallel-size {}: the CUDA backend runs one rank only (its NCCL "
+            "communicator is not built yet; docs/tensor-parallel.md)",
+            options.communicator == nullptr ? 1 : options.communicator->world_size());
 #ifdef OSCAR_HAVE_CUDA
     return make_cuda_backend(weights, options, rotation_pointer);
 #else

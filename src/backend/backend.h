@@ -19,6 +19,7 @@ namespace oscar {
 
 struct ModelWeights;
 struct KvRotations;
+class Communicator;
 
 struct SequenceStep {
   std::span<const int32_t> tokens;  // the new tokens; positions continue from kv->num_tokens()
@@ -72,6 +73,9 @@ struct BackendOptions {
   KvCacheConfig kv;
   KvPageCounts capacity;  // pages to allocate
   int num_threads = 0;    // CPU threads; 0 = all cores
+  // Tensor parallelism: this rank's group (parallel/communicator.h). The backend runs the rank's
+  // shard (parallel/shard_plan.h) and returns the whole vocabulary's logits. Null: one rank.
+  Communicator* communicator = nullptr;
 };
 
 // Builds the backend for `options.device`; folds the value rotation into the weights when the KV

@@ -26,6 +26,7 @@ TEST(ModelConfig, HuggingFaceConfigsOfRealModels) {
       {"qwen3-8b.json", 36, 32, 8, 128, 4096, false, 8.19},
       {"qwen3-32b.json", 64, 64, 8, 128, 5120, false, 32.8},
       {"llama-3.1-8b.json", 32, 32, 8, 128, 4096, false, 8.03},
+      {"llama-3.1-70b.json", 80, 64, 8, 128, 8192, false, 70.6},
       {"mistral-7b-v0.3.json", 32, 32, 8, 128, 4096, false, 7.25},
   };
   for (const ShapeCase& c : cases) {

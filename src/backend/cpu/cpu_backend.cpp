@@ -27,20 +27,47 @@ std::vector<float> vector_of(const TensorView& tensor) {
   return tensor.data.empty() ? std::vector<float>{} : to_float_vector(tensor);
 }
 
+int world_size_of(const Communicator* communicator) {
+  return communicator != nullptr ? communicator->world_size() : 1;
+}
+
+// A rank's share of a weight: rows [first, first + count) (column-parallel), or columns
+// (row-parallel); the whole matrix, uncopied, when the share is all of it.
+CpuMatrix rows_of(const TensorView& tensor, int64_t first, int64_t count) {
+  CpuMatrix whole = CpuMatrix::from_tensor(tensor);
+  if (first == 0 && count == whole.rows) return whole;
+  return whole.rows_slice(first, count);
+}
+
+CpuMatrix columns_of(const TensorView& tensor, int64_t first, int64_t count) {
+  CpuMatrix whole = CpuMatrix::from_tensor(tensor);
+  if (first == 0 && count == whole.cols) return whole;
+  return whole.columns_slice(first, count);
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& options,
                        const KvRotations* rotations)
     : config_(weights.config),
+      plan_(make_shard_plan(weights.config, world_size_of(options.communicator),
+                            options.communicator != nullptr ? options.communicator->rank() : 0)),
+      shard_(shard_config(weights.config, plan_)),
+      communicator_(options.communicator),
       kv_(options.kv),
-      layout_(make_page_layout(options.kv, weights.config.num_kv_heads, weights.config.head_dim)),
+      layout_(make_page_layout(options.kv, shard_.num_kv_heads, shard_.head_dim)),
       capacity_(options.capacity),
       store_(options.kv, layout_, weights.config.num_layers, options.capacity) {
   if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
-  embed_tokens_ = CpuMatrix::from_tensor(weights.embed_tokens);
-  if (!config_.block.tie_word_embeddings) untied_lm_head_ = CpuMatrix::from_tensor(weights.lm_head);
+  const int64_t d = config_.head_dim;
+  embed_tokens_ = rows_of(weights.embed_tokens, plan_.first_vocab, plan_.vocab_size);
+  if (!config_.block.tie_word_embeddings) {
+    untied_lm_head_ = rows_of(weights.lm_head, plan_.first_vocab, plan_.vocab_size);
+  }
   final_norm_ = vector_of(weights.final_norm);
   rope_inverse_frequencies_ = rope_inverse_frequencies(config_);
+  std::optional<KvRotations> shard_rotations_kept;
+  if (rotations != nullptr) shard_rotations_kept = shard_rotations(*rotations, plan_);
   layers_.resize(weights.layers.size());
   for (size_t i = 0; i < weights.layers.size(); ++i) {
     const LayerWeights& source = weights.layers[i];
@@ -49,19 +76,21 @@ CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& option
     layer.post_attention_norm = vector_of(source.post_attention_norm);
     layer.q_norm = vector_of(source.q_norm);
     layer.k_norm = vector_of(source.k_norm);
-    layer.q_proj = CpuMatrix::from_tensor(source.q_proj);
-    layer.k_proj = CpuMatrix::from_tensor(source.k_proj);
-    layer.v_proj = CpuMatrix::from_tensor(source.v_proj);
-    layer.o_proj = CpuMatrix::from_tensor(source.o_proj);
-    layer.gate_proj = CpuMatrix::from_tensor(source.gate_proj);
-    layer.up_proj = CpuMatrix::from_tensor(source.up_proj);
-    layer.down_proj = CpuMatrix::from_tensor(source.down_proj);
-    if (rotations != nullptr) {
-      fold_value_rotation(config_, *rotations, int64_t(i), layer.v_proj.values.data(),
+    layer.q_proj = rows_of(source.q_proj, plan_.first_head * d, plan_.num_heads * d);
+    layer.k_proj = rows_of(source.k_proj, plan_.first_kv_head * d, plan_.num_kv_heads * d);
+    layer.v_proj = rows_of(source.v_proj, plan_.first_kv_head * d, plan_.num_kv_heads * d);
+    layer.o_proj = columns_of(source.o_proj, plan_.first_head * d, plan_.num_heads * d);
+    layer.gate_proj = rows_of(source.gate_proj, plan_.first_intermediate, plan_.intermediate_size);
+    layer.up_proj = rows_of(source.up_proj, plan_.first_intermediate, plan_.intermediate_size);
+    layer.down_proj =
+        columns_of(source.down_proj, plan_.first_intermediate, plan_.intermediate_size);
+    if (shard_rotations_kept) {
+      // The rank's own KV heads and the query heads that read them: the fold of each KV head
+      // touches only its rows of W_v and its group's columns of W_o, so the shard folds alone.
+      fold_value_rotation(shard_, *shard_rotations_kept, int64_t(i), layer.v_proj.values.data(),
                           layer.o_proj.values.data());
-      const int64_t d = config_.head_dim;
-      for (int64_t h = 0; h < config_.num_kv_heads; ++h) {
-        const float* r = rotations->key_rotation(int64_t(i), h);
+      for (int64_t h = 0; h < shard_.num_kv_heads; ++h) {
+        const float* r = shard_rotations_kept->key_rotation(int64_t(i), h);
         layer.key_rotations.insert(layer.key_rotations.end(), r, r + d * d);
       }
     }
@@ -69,17 +98,47 @@ CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& option
   require(!(kv_.key_error_feedback || kv_.value_error_feedback) || rotations != nullptr,
           "error feedback needs the oscar method's rotations file");
   store_.set_feedback(
-      kv_.key_error_feedback ? key_feedback_factors(*rotations) : std::vector<float>{},
-      kv_.value_error_feedback ? value_feedback_factors(weights, *rotations)
+      kv_.key_error_feedback ? key_feedback_factors(*shard_rotations_kept) : std::vector<float>{},
+      kv_.value_error_feedback ? shard_per_kv_head(value_feedback_factors(weights, *rotations),
+                                                   config_.num_layers, config_.num_kv_heads, plan_)
                                : std::vector<float>{});
 }
 
 std::string CpuBackend::device_name() const {
-  return fmt::format("cpu ({} threads)", omp_get_max_threads());
+  if (plan_.world_size == 1) return fmt::format("cpu ({} threads)", omp_get_max_threads());
+  return fmt::format("cpu ({} threads), tensor-parallel rank {} of {}", omp_get_max_threads(),
+                     plan_.rank, plan_.world_size);
+}
+
+void CpuBackend::all_reduce(std::vector<float>& partial) {
+  if (communicator_ != nullptr && plan_.world_size > 1) communicator_->all_reduce_sum(partial);
+}
+
+void CpuBackend::embed(std::span<const SequenceStep> steps, float* hidden) const {
+  // Vocab-parallel: a token outside this rank's rows leaves its row zero; the all-reduce that
+  // follows fills it from the rank that holds it.
+  const int64_t hidden_size = config_.hidden_size;
+  int64_t row = 0;
+  for (const SequenceStep& step : steps) {
+    for (const int32_t token : step.tokens) {
+      require(token >= 0 && token < config_.vocab_size, "forward: token id {} outside vocab {}",
+              token, config_.vocab_size);
+      const int64_t local = int64_t(token) - plan_.first_vocab;
+      if (local >= 0 && local < plan_.vocab_size) {
+        std::memcpy(&hidden[size_t(row * hidden_size)],
+                    &embed_tokens_.values[size_t(local * hidden_size)],
+                    size_t(hidden_size) * sizeof(float));
+      }
+      ++row;
+    }
+  }
 }
 
 void CpuBackend::forward(std::span<const SequenceStep> steps, StepLogits& logits,
                          ActivationObserver* observer) {
+  require(observer == nullptr || plan_.world_size == 1,
+          "activation observers (calibration, attention error) run with one rank, not {}",
+          plan_.world_size);
   StepRows rows;
   const int64_t half = config_.head_dim / 2;
   for (const SequenceStep& step : steps) {
@@ -97,19 +156,9 @@ void CpuBackend::forward(std::span<const SequenceStep> steps, StepLogits& logits
                  &rows.sin[size_t(r * half)]);
   }
 
-  const int64_t hidden_size = config_.hidden_size;
-  std::vector<float> hidden(size_t(rows.total * hidden_size));
-  int64_t row = 0;
-  for (const SequenceStep& step : steps) {
-    for (const int32_t token : step.tokens) {
-      require(token >= 0 && token < config_.vocab_size, "forward: token id {} outside vocab {}",
-              token, config_.vocab_size);
-      std::memcpy(&hidden[size_t(row * hidden_size)],
-                  &embed_tokens_.values[size_t(int64_t(token) * hidden_size)],
-                  size_t(hidden_size) * sizeof(float));
-      ++row;
-    }
-  }
+  std::vector<float> hidden(size_t(rows.total * config_.hidden_size));
+  embed(steps, hidden.data());
+  all_reduce(hidden);
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
     attention_block(layer, rows, steps, hidden.data(), observer);
     mlp_block(layers_[size_t(layer)], rows.total, hidden.data());
@@ -121,8 +170,8 @@ void CpuBackend::apply_qk_norm_and_rope(const Layer& layer, const StepRows& rows
                                         float* k) const {
   const int64_t d = config_.head_dim;
   const int64_t half = d / 2;
-  const int64_t heads = config_.num_heads;
-  const int64_t kv_heads = config_.num_kv_heads;
+  const int64_t heads = shard_.num_heads;
+  const int64_t kv_heads = shard_.num_kv_heads;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows.total; ++r) {
     float* q_row = q + r * heads * d;
@@ -144,8 +193,8 @@ void CpuBackend::attention_block(int64_t layer_index, const StepRows& rows,
   const Layer& layer = layers_[size_t(layer_index)];
   const int64_t tokens = rows.total;
   const int64_t d = config_.head_dim;
-  const int64_t heads = config_.num_heads;
-  const int64_t kv_heads = config_.num_kv_heads;
+  const int64_t heads = shard_.num_heads;
+  const int64_t kv_heads = shard_.num_kv_heads;
   std::vector<float> normed(size_t(tokens * config_.hidden_size));
   rms_norm(hidden, tokens, config_.hidden_size, layer.input_norm.data(), config_.block.rms_norm_eps,
            normed.data());
@@ -161,8 +210,8 @@ void CpuBackend::attention_block(int64_t layer_index, const StepRows& rows,
     for (int64_t h = 0; h < kv_heads; ++h) {
       const float* r = &layer.key_rotations[size_t(h * d * d)];
       rotate_rows(k.data() + h * d, tokens, kv_heads * d, r, d);
-      for (int64_t g = 0; g < config_.group_size(); ++g) {
-        rotate_rows(q.data() + (h * config_.group_size() + g) * d, tokens, heads * d, r, d);
+      for (int64_t g = 0; g < shard_.group_size(); ++g) {
+        rotate_rows(q.data() + (h * shard_.group_size() + g) * d, tokens, heads * d, r, d);
       }
     }
   }
@@ -189,16 +238,17 @@ void CpuBackend::attention_block(int64_t layer_index, const StepRows& rows,
     request.full_precision_until = until;
     request.queries = &q[size_t(first_row * heads * d)];
     request.output = &attention[size_t(first_row * heads * d)];
-    cpu_attention(store_, kv_, config_, request);
+    cpu_attention(store_, kv_, shard_, request);
   }
   std::vector<float> projected(size_t(tokens * config_.hidden_size));
   linear(attention.data(), tokens, layer.o_proj, projected.data());
+  all_reduce(projected);
   for (size_t i = 0; i < projected.size(); ++i) hidden[i] += projected[i];
 }
 
 void CpuBackend::mlp_block(const Layer& layer, int64_t tokens, float* hidden) {
   const int64_t hidden_size = config_.hidden_size;
-  const int64_t inner = config_.intermediate_size;
+  const int64_t inner = shard_.intermediate_size;
   std::vector<float> normed(size_t(tokens * hidden_size));
   rms_norm(hidden, tokens, hidden_size, layer.post_attention_norm.data(),
            config_.block.rms_norm_eps, normed.data());
@@ -208,6 +258,7 @@ void CpuBackend::mlp_block(const Layer& layer, int64_t tokens, float* hidden) {
   swiglu(gate.data(), up.data(), tokens * inner, gate.data());
   std::vector<float> down(size_t(tokens * hidden_size));
   linear(gate.data(), tokens, layer.down_proj, down.data());
+  all_reduce(down);
   for (size_t i = 0; i < down.size(); ++i) hidden[i] += down[i];
 }
 
@@ -226,8 +277,24 @@ void CpuBackend::compute_logits(const StepRows& rows, std::span<const SequenceSt
              config_.block.rms_norm_eps, &normed[i * size_t(hidden_size)]);
   }
   const CpuMatrix& head = untied_lm_head_ ? *untied_lm_head_ : embed_tokens_;
-  logits_.resize(selected.size() * size_t(config_.vocab_size));
-  linear(normed.data(), int64_t(selected.size()), head, logits_.data());
+  const size_t count = selected.size();
+  logits_.resize(count * size_t(config_.vocab_size));
+  if (plan_.world_size == 1) {
+    linear(normed.data(), int64_t(count), head, logits_.data());
+  } else {
+    // Vocab-parallel: each rank's slice of every row, gathered as [rank][row][slice].
+    const size_t slice = size_t(plan_.vocab_size);
+    shard_logits_.resize(count * slice);
+    linear(normed.data(), int64_t(count), head, shard_logits_.data());
+    std::vector<float> gathered(shard_logits_.size() * size_t(plan_.world_size));
+    communicator_->all_gather(shard_logits_, gathered);
+    for (size_t rank = 0; rank < size_t(plan_.world_size); ++rank) {
+      for (size_t i = 0; i < count; ++i) {
+        std::memcpy(&logits_[i * size_t(config_.vocab_size) + rank * slice],
+                    &gathered[(rank * count + i) * slice], slice * sizeof(float));
+      }
+    }
+  }
   logits.values = logits_;
   logits.rows = int64_t(selected.size());
   logits.vocab_size = config_.vocab_size;

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/cpu/simd.h"
+#include "util/error.h"
 
 namespace oscar {
 CpuMatrix CpuMatrix::from_tensor(const TensorView& tensor) {
@@ -13,6 +14,29 @@ CpuMatrix CpuMatrix::from_tensor(const TensorView& tensor) {
   m.rows = tensor.shape.at(0);
   m.cols = tensor.shape.size() > 1 ? tensor.shape[1] : 1;
   m.values = to_float_vector(tensor);
+  return m;
+}
+
+CpuMatrix CpuMatrix::rows_slice(int64_t first, int64_t count) const {
+  require(first >= 0 && count >= 0 && first + count <= rows, "rows {}..{} of a {} x {} matrix",
+          first, first + count - 1, rows, cols);
+  CpuMatrix m;
+  m.rows = count;
+  m.cols = cols;
+  m.values.assign(values.begin() + first * cols, values.begin() + (first + count) * cols);
+  return m;
+}
+
+CpuMatrix CpuMatrix::columns_slice(int64_t first, int64_t count) const {
+  require(first >= 0 && count >= 0 && first + count <= cols, "columns {}..{} of a {} x {} matrix",
+          first, first + count - 1, rows, cols);
+  CpuMatrix m;
+  m.rows = rows;
+  m.cols = count;
+  m.values.resize(size_t(rows * count));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(values.begin() + r * cols + first, count, m.values.begin() + r * count);
+  }
   return m;
 }
 

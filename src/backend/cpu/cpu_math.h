@@ -16,6 +16,10 @@ struct CpuMatrix {
   std::vector<float> values;
 
   static CpuMatrix from_tensor(const TensorView& tensor);
+  // Rows [first, first + count) or columns [first, first + count): a tensor-parallel shard of a
+  // column-parallel (rows = outputs) or row-parallel (columns = inputs) weight.
+  CpuMatrix rows_slice(int64_t first, int64_t count) const;
+  CpuMatrix columns_slice(int64_t first, int64_t count) const;
 };
 
 // y[t][o] = sum_i x[t][i] * w[o][i] for t < tokens (y has w.rows columns; w.cols a multiple of 16).
