@@ -20,6 +20,7 @@
 #include "util/error.h"
 
 namespace oscar {
+namespace tensor_parallel_test {  // named apart: the room's tests compile as one unit
 namespace {
 
 const ModelWeights& testbed() {
@@ -190,4 +191,5 @@ TEST(CpuTensorParallel, SplitThatDoesNotDivideTheHeadsFails) {
 }
 
 }  // namespace
+}  // namespace tensor_parallel_test
 }  // namespace oscar
