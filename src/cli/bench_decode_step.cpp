@@ -22,6 +22,7 @@
 
 #include "cli/bench_gpu_common.h"
 #include "cli/commands.h"
+#include "cli/tensor_parallel_options.h"
 #include "kvcache/page_layout.h"
 #include "model/model_weights.h"
 #include "util/error.h"
@@ -45,6 +46,7 @@ struct BenchDecodeStepOptions {
       std::to_string(kOscarBandTokens);  // INT2 band lengths (--kv-band-tokens), a run each
   bool share_pages = false;              // every bf16 row with its sequences sharing pages pairwise
   std::string json_path;
+  TensorParallelOptions tensor_parallel;
 };
 
 #ifdef OSCAR_HAVE_CUDA
@@ -240,7 +242,12 @@ void register_bench_decode_step(CLI::App& bench) {
                     "time every bf16 row with its sequences sharing pages pairwise (else only rows "
                     "that do not fit)");
   command->add_option("--json", options->json_path, "write the rows as JSON");
-  command->callback([options] { run_bench_decode_step(*options); });
+  add_tensor_parallel_options(*command, options->tensor_parallel);
+  command->callback([options] {
+    refuse_gpu_bench_tensor_parallel(options->tensor_parallel, hf_config(options->model),
+                                     "oscar bench decode-step");
+    run_bench_decode_step(*options);
+  });
 }
 
 }  // namespace oscar::cli

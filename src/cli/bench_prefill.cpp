@@ -21,6 +21,7 @@
 #include "cli/bench_prefill_schedule.h"
 #include "cli/bench_weight_checksums.h"
 #include "cli/commands.h"
+#include "cli/tensor_parallel_options.h"
 #include "kvcache/page_layout.h"
 #include "model/model_weights.h"
 #include "util/error.h"
@@ -42,6 +43,7 @@ struct BenchPrefillOptions {
   int repeats = 3;
   std::string json_path;
   std::string weight_checksums_path;  // write the weights' checksums there instead of benchmarking
+  TensorParallelOptions tensor_parallel;
 };
 
 // The random weights every oscar GPU benchmark runs (and prefill_peer.py regenerates).
@@ -229,7 +231,12 @@ void register_bench_prefill(CLI::App& bench) {
   command->add_option(
       "--weight-checksums", options->weight_checksums_path,
       "only write the checksums of the random weights as JSON (for bench/prefill_peer.py)");
-  command->callback([options] { run_bench_prefill(*options); });
+  add_tensor_parallel_options(*command, options->tensor_parallel);
+  command->callback([options] {
+    refuse_gpu_bench_tensor_parallel(options->tensor_parallel, hf_config(options->model),
+                                     "oscar bench prefill");
+    run_bench_prefill(*options);
+  });
 }
 
 }  // namespace oscar::cli

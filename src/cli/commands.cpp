@@ -6,6 +6,7 @@ namespace oscar::cli {
 namespace {
 int g_exit_code = 0;
 std::string g_program_path = "oscar";
+std::vector<std::string> g_program_arguments;
 }  // namespace
 
 void register_commands(CLI::App& app) {
@@ -23,6 +24,14 @@ int omp_threads() {
 void set_program_path(const char* path) {
   if (path != nullptr && *path != '\0') g_program_path = path;
 }
+void set_program_arguments(int argc, char** argv) {
+  g_program_arguments.assign(argv, argv + argc);
+}
+
+const std::vector<std::string>& program_arguments() {
+  return g_program_arguments;
+}
+
 const std::string& program_path() {
   return g_program_path;
 }

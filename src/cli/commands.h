@@ -1,5 +1,6 @@
 #pragma once
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -27,6 +28,9 @@ void register_bench_prefill_attention(CLI::App& bench);  // GPU
 // The program as the user ran it (argv[0]), for the commands that messages tell them to run.
 void set_program_path(const char* path);
 const std::string& program_path();
+// Every argument (argv[0] first), for the tensor-parallel ranks oscar starts as itself.
+void set_program_arguments(int argc, char** argv);
+const std::vector<std::string>& program_arguments();
 int exit_code();
 int omp_threads();  // threads the CPU backend uses by default
 void set_exit_code(int code);

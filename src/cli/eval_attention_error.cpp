@@ -30,6 +30,8 @@ struct EvalAttentionErrorOptions {
 };
 
 void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
+  require_one_rank(o.model.tensor_parallel, "oscar eval attn-error",
+                   "(it reads every layer's attention inputs, which a rank holds only part of)");
   ModelOptions reference_options = o.model;
   reference_options.kv_dtype = "f32";
   reference_options.kv_method = "naive";

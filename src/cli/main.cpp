@@ -1,10 +1,13 @@
 // oscar: one program, one subcommand per task (generate, calibrate, eval, bench, serve).
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/tensor_parallel_options.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -12,9 +15,13 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "oscar 0.1.0");
   oscar::cli::set_program_path(argv[0]);
+  oscar::cli::set_program_arguments(argc, argv);
   oscar::cli::register_commands(app);
+  std::vector<std::string> arguments = oscar::cli::expand_tensor_parallel_alias(argc, argv);
+  std::vector<char*> pointers;
+  for (std::string& argument : arguments) pointers.push_back(argument.data());
   try {
-    app.parse(argc, argv);
+    app.parse(int(pointers.size()), pointers.data());
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   } catch (const oscar::Error& error) {

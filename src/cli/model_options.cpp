@@ -62,6 +62,7 @@ void add_model_options(CLI::App& command, ModelOptions& o) {
   command.add_option("--device", o.device, "cpu, cuda or auto (cuda when a GPU is present)")
       ->capture_default_str();
   command.add_option("--threads", o.threads, "CPU threads (0: all cores)")->capture_default_str();
+  add_tensor_parallel_options(command, o.tensor_parallel);
   command
       .add_option("--kv-cache-dtype", o.kv_dtype,
                   "KV cache format: bf16, int2, int4 (f32: CPU reference)")

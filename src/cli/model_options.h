@@ -1,6 +1,7 @@
 #pragma once
-// Flags shared by the subcommands that run a model: --model, --device, --threads and every
-// --kv-* flag, registered once here so that generate, eval, bench and serve agree.
+// Flags shared by the subcommands that run a model: --model, --device, --threads, every --kv-*
+// flag and the tensor-parallel flags, registered once here so that generate, eval, bench and serve
+// agree.
 #include <memory>
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "backend/backend.h"
+#include "cli/tensor_parallel_options.h"
 #include "kvcache/kv_cache_config.h"
 
 namespace oscar::cli {
@@ -35,6 +37,7 @@ struct ModelOptions {
   int64_t kv_recent_tokens = 256;
   std::optional<int64_t> kv_band_tokens;  // default: kOscarBandTokens for INT2 oscar caches, else 0
   std::optional<int> kv_page_size;
+  TensorParallelOptions tensor_parallel;
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);

@@ -15,6 +15,7 @@ ModelSession open_model(const ModelOptions& options) {
   session.kv = kv_cache_config(options, session.model_dir);
   session.device = device_kind(options);
   session.threads = options.threads;
+  session.tensor_parallel = options.tensor_parallel;
   session.weights = load_model(session.model_dir);
   validate(session.kv, session.weights.config.head_dim);
   if (!session.kv.rotations_path.empty()) check_rotations_file(session, session.kv.rotations_path);
@@ -60,8 +61,9 @@ std::unique_ptr<Engine> make_engine(const ModelSession& session, KvPageCounts ca
   backend_options.kv = session.kv;
   backend_options.capacity = capacity;
   backend_options.num_threads = session.threads;
-  return std::make_unique<Engine>(make_backend(session.weights, backend_options),
-                                  session.tokenizer.get(), engine_options);
+  return std::make_unique<Engine>(
+      make_rank_backend(session.weights, backend_options, session.tensor_parallel),
+      session.tokenizer.get(), engine_options);
 }
 
 std::string describe_kv_footprint(const KvCacheConfig& kv, const ModelConfig& model,

@@ -21,6 +21,7 @@ struct ModelSession {
   KvCacheConfig kv;
   DeviceKind device = DeviceKind::cpu;
   int threads = 0;
+  TensorParallelOptions tensor_parallel;
 };
 
 // Opens the model; an OSCAR cache's rotations file must have been calibrated on it.
@@ -36,6 +37,7 @@ KvRotations load_checked_published_rotations(const ModelSession& session,
                                              const std::string& key_path,
                                              const std::string& value_path);
 
+// With several tensor-parallel ranks, only rank 0 returns (cli/tensor_parallel_options.h).
 std::unique_ptr<Engine> make_engine(const ModelSession& session, KvPageCounts capacity,
                                     EngineOptions engine_options);
 

@@ -1,0 +1,74 @@
+// `oscar generate -tp N` on the CPU backend: oscar starts the other ranks as processes of its
+// own, and the greedy continuation equals one rank's; a rank killed mid-generation ends the
+// command with an error naming it, not a hang.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <fstream>
+#include <thread>
+
+#include "oscar_command.h"
+
+namespace oscar {
+namespace {
+
+using testing::BackgroundOscar;
+using testing::CommandResult;
+using testing::run_oscar;
+
+TEST(TensorParallelCommand, RanksAsProcessesGiveTheSameContinuation) {
+  const std::string args =
+      "generate --device cpu --threads 1 --prompt \"int main(void) {\" --max-tokens 8 "
+      "--temperature 0 --kv-cache-dtype int2 --kv-method quarot --kv-sink-tokens 4 "
+      "--kv-recent-tokens 8";
+  const CommandResult one = run_oscar(args);
+  ASSERT_EQ(one.exit_code, 0) << one.stderr_text;
+  for (const char* tp : {"-tp 2", "--tensor-parallel-size 4"}) {
+    const CommandResult split = run_oscar(args + " " + tp);
+    ASSERT_EQ(split.exit_code, 0) << split.stderr_text;
+    EXPECT_EQ(split.stdout_text, one.stdout_text) << tp;
+    EXPECT_NE(split.stderr_text.find("ranks as processes"), std::string::npos) << split.stderr_text;
+  }
+}
+
+TEST(TensorParallelCommand, SplitsThatDoNotFitAndGpuRanksAreRefused) {
+  const CommandResult three = run_oscar("generate --device cpu -tp 3 --prompt hi");
+  EXPECT_EQ(three.exit_code, 1);
+  EXPECT_NE(three.stderr_text.find("does not divide the model's num_attention_heads (8)"),
+            std::string::npos)
+      << three.stderr_text;
+  const CommandResult bench = run_oscar("bench decode-step --model llama-3.1-70b -tp 4");
+  EXPECT_EQ(bench.exit_code, 1);
+  EXPECT_NE(bench.stderr_text.find("NCCL communicator is not built yet"), std::string::npos)
+      << bench.stderr_text;
+}
+
+// The pids of `pid`'s children (Linux's /proc/<pid>/task/<pid>/children).
+std::vector<int> children_of(int pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  std::vector<int> pids;
+  int child = 0;
+  while (file >> child) pids.push_back(child);
+  return pids;
+}
+
+TEST(TensorParallelCommand, KilledRankEndsTheCommand) {
+  BackgroundOscar oscar(
+      "generate --device cpu --threads 1 -tp 2 --dist-timeout 20 --prompt \"The quick brown "
+      "fox\" --max-tokens 2000 --temperature 0");
+  std::vector<int> followers;
+  for (int i = 0; i < 500 && followers.empty(); ++i) {
+    followers = children_of(oscar.pid());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(followers.size(), 1u);
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // past the bootstrap, into the steps
+  ::kill(followers[0], SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  const std::string error = oscar.wait_for_stderr_line("oscar: error", std::chrono::seconds(60));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, std::chrono::seconds(25));
+  EXPECT_NE(error.find("rank 1"), std::string::npos) << oscar.stderr_text();
+}
+
+}  // namespace
+}  // namespace oscar
