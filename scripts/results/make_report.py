@@ -144,14 +144,54 @@ def published_section(lines):
     for name, label in PUBLISHED_PPL:
         if load(f"ppl-unseen-{name}") is not None:
             lines.append(ppl_row(label, f"ppl-unseen-{name}", "ppl-unseen-bf16"))
-    lines += ["", "Needles (CPU backend, seed 1):", "", "| cache | CPU correct | prompts |", "|---|---:|---:|"]
-    for name in PUBLISHED_NIAH:
-        if (result := load(f"niah-{name}")) is not None:
-            lines.append(f"| {name} ({result['kv']}) | {result['correct']} / {result['total']} "
-                         f"({100 * result['accuracy']:.1f}%) | {result['total']} |")
-    lines.append("")
+    published_niah_table(lines)
+    lloyd_max_against_feedback(lines)
     if (note := RAW / "SOURCE-published.txt").exists():
         lines += [note.read_text().strip(), ""]
+
+
+def published_niah_table(lines):
+    """The published recipe's needles beside bf16 and our default: the same 120 prompts (seed 1) each,
+    so the difference to bf16 is paired, cell by cell."""
+    bf16 = load("niah-bf16")
+    lines += ["", "Needles (CPU backend, seed 1, the same 120 prompts for every cache):", "",
+              "| cache | CPU correct | vs bf16 | cells (of 40) with bf16's count |", "|---|---:|---:|---:|"]
+    for name in ["bf16"] + PUBLISHED_NIAH:
+        if (result := load(f"niah-{name}")) is None:
+            continue
+        same = sum(a["correct"] == b["correct"] for a, b in zip(result["cells"], bf16["cells"]))
+        lines.append(f"| {name} ({result['kv']}) | {result['correct']} / {result['total']} "
+                     f"({100 * result['accuracy']:.1f}%) | {result['correct'] - bf16['correct']:+d} | {same} |")
+    lines.append("")
+
+
+def lloyd_max_against_feedback(lines):
+    """Issue 45's question: under the published clipping and f32 parameters, which wins, Lloyd-Max
+    codes or error feedback, on each test? Perplexity: lower wins, with the paired standard error of
+    their ratio (a difference under two of them is marked as such); needles: more correct answers
+    win (one seed: a few prompts are within its spread)."""
+    names = {"nearest": "oscar-g128-published-rowquantile-f32", "lloyd": "oscar-g128-rowquantile-f32-lloydmax",
+             "feedback": "oscar-g128-rowquantile-f32-feedback"}
+    lines += ["Lloyd-Max against error feedback, both under the row-quantile clip 0.96/0.92 with f32 parameters "
+              "(perplexity against bf16; needles: correct of 120, seed 1):", "",
+              "| test | nearest (the preset) | Lloyd-Max | error feedback | Lloyd-Max vs error feedback | wins |",
+              "|---|---:|---:|---:|---:|---|"]
+    for test, prefix, reference in [("valid.xz", "ppl-", "ppl-bf16"), ("unseen text", "ppl-unseen-", "ppl-unseen-bf16")]:
+        runs = {key: load(prefix + name) for key, name in names.items()}
+        cells = [f"{paired(run, load(reference))[0]:+.2f}%" if run else "not run" for run in runs.values()]
+        verdict = ["", "not run"]
+        if runs["lloyd"] and runs["feedback"]:
+            delta, se = paired(runs["lloyd"], runs["feedback"])
+            winner = "Lloyd-Max" if delta < 0 else "error feedback"
+            verdict = [f"{delta:+.2f}% ±{se:.2f}%", winner if abs(delta) >= 2 * se else f"{winner}, within 2 standard errors"]
+        lines.append(f"| {test} | {' | '.join(cells)} | {' | '.join(verdict)} |")
+    runs = {key: load(f"niah-{name}") for key, name in names.items()}
+    cells = [str(run["correct"]) if run else "not run" for run in runs.values()]
+    verdict = ["", "not run"]
+    if runs["lloyd"] and runs["feedback"]:
+        delta = runs["lloyd"]["correct"] - runs["feedback"]["correct"]
+        verdict = [f"{delta:+d} prompts", "tie" if delta == 0 else "Lloyd-Max" if delta > 0 else "error feedback"]
+    lines += [f"| needles | {' | '.join(cells)} | {' | '.join(verdict)} |", ""]
 
 
 def clip_search_table(lines):
