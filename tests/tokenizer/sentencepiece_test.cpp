@@ -90,6 +90,55 @@ TEST(SentencePieceTokenizer, StreamsByteFallbackCharacterOnlyWhenComplete) {
   EXPECT_EQ(stream.flush(), "");
 }
 
+// A small hand-made file for what the Llama 2 file does not use (Metaspace split and
+// prepend_scheme always/never, fuse_unk, no byte fallback, Metaspace decoder); the expected ids
+// and decodes are @huggingface/transformers 4.3.2's on the same file.
+constexpr const char* kTinyTokenizer = R"({
+  "added_tokens": [{"id": 1, "content": "<s>", "special": true},
+                   {"id": 2, "content": "</s>", "special": true}],
+  "normalizer": null,
+  "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                    "split": true},
+  "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+              "split": true},
+  "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": true, "byte_fallback": false,
+            "vocab": {"<unk>": 0, "<s>": 1, "</s>": 2, "<0x41>": 3, "<0xC3>": 4, "<0xA9>": 5,
+                      "\u2581": 6, "a": 7, "b": 8, "\u2581a": 9, "\u2581b": 10, "ab": 11,
+                      "\u2581ab": 12},
+            "merges": ["\u2581 a", "a b", "\u2581a b", "\u2581 b"]}})";
+
+TEST(SentencePieceTokenizer, MetaspaceSplitPrependAndUnknownsAsHuggingFaceDoes) {
+  struct TinyCase {
+    bool split_and_always;  // else prepend_scheme never, split false, fuse_unk false
+    const char* text;
+    std::vector<int32_t> ids;
+    const char* decoded;
+  };
+  const std::vector<TinyCase> cases = {
+      {true, "ab ab  b", {12, 12, 6, 10}, "ab ab  b"},
+      {true, " ab", {12}, "ab"},
+      {true, "a\u00e9 xyz b", {9, 0, 6, 0, 10}, "a<unk> <unk> b"},
+      {true, "b</s>ab ab", {10, 2, 12, 12}, "b</s> ab ab"},
+      {true, "A\u00e9", {6, 0}, "<unk>"},
+      {false, "ab ab  b", {11, 12, 6, 10}, "ab ab  b"},
+      {false, " ab", {12}, "ab"},
+      {false, "a\u00e9 xyz b", {7, 0, 6, 0, 0, 0, 10}, "a<unk> <unk><unk><unk> b"},
+      {false, "b</s>ab ab", {8, 2, 11, 12}, "b</s>ab ab"},
+      {false, "A\u00e9", {0, 0}, "<unk><unk>"},
+  };
+  nlohmann::json other = nlohmann::json::parse(kTinyTokenizer);
+  other["pre_tokenizer"]["prepend_scheme"] = "never";
+  other["pre_tokenizer"]["split"] = false;
+  other["model"]["fuse_unk"] = false;
+  const Tokenizer split_and_always = Tokenizer::parse(kTinyTokenizer, "tiny");
+  const Tokenizer never = Tokenizer::parse(other.dump(), "tiny-never");
+  for (const TinyCase& c : cases) {
+    const Tokenizer& tokenizer = c.split_and_always ? split_and_always : never;
+    EXPECT_EQ(tokenizer.encode(c.text, /*add_special_tokens=*/false), c.ids) << c.text;
+    EXPECT_EQ(tokenizer.decode(c.ids), c.decoded) << c.text;
+  }
+}
+
 // A Mistral-style checkpoint directory: tokenizer.json plus tokenizer_config.json's add_bos_token.
 TEST(SentencePieceTokenizer, LoadsModelDirectoryWithTokenizerConfig) {
   const auto dir =

@@ -12,6 +12,7 @@
 // Run it outside the repository (npm packages stay out of the tree):
 //   mkdir /tmp/spmref && cp tools/spm_reference/* tools/chat_reference/text_lines.mjs /tmp/spmref
 //   cd /tmp/spmref && npm install --ignore-scripts && node make_spm_reference.mjs <oscar checkout>
+// tiny_reference.mjs (same folder) prints the expectations of the hand-made file in the test.
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
