@@ -43,6 +43,11 @@ StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, bool skip_special
 std::string StreamingDecoder::push(int32_t token) {
   if (skip_special_tokens_ && tokenizer_.is_special(token)) return take_complete(false);
   pending_ += tokenizer_.token_bytes(token);
+  // Strip(" ", 1, 0) acts once, on the first character of the whole decoded text.
+  if (at_start_ && !pending_.empty()) {
+    if (tokenizer_.strips_leading_space() && pending_[0] == ' ') pending_.erase(0, 1);
+    at_start_ = false;
+  }
   return take_complete(false);
 }
 

@@ -22,6 +22,7 @@ class StreamingDecoder {
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
   std::string pending_;
+  bool at_start_ = true;  // nothing decoded yet: a SentencePiece decoder strips a leading space
 };
 
 }  // namespace oscar

@@ -1,6 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 #include <mutex>
 
@@ -28,7 +29,10 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::load(const std::string& model_dir) {
-  return load_from_file(model_dir + "/tokenizer.json");
+  Tokenizer t = load_from_file(model_dir + "/tokenizer.json");
+  const std::string config = model_dir + "/tokenizer_config.json";
+  if (t.is_sentencepiece_ && std::filesystem::exists(config)) t.apply_tokenizer_config(config);
+  return t;
 }
 
 Tokenizer Tokenizer::load_from_file(const std::string& path) {
@@ -41,6 +45,8 @@ Tokenizer Tokenizer::parse(std::string_view json_text, const std::string& source
   t.pattern_ = definition.pattern;
   t.normalize_nfc_ = definition.normalize_nfc;
   t.ignore_merges_ = definition.ignore_merges;
+  t.is_sentencepiece_ = definition.sentencepiece;
+  t.sentencepiece_ = definition.sentencepiece_options;
   int32_t max_id = -1;
   for (const auto& [bytes, id] : definition.vocabulary) max_id = std::max(max_id, id);
   for (const auto& added : definition.added_tokens) max_id = std::max(max_id, added.id);
@@ -50,11 +56,10 @@ Tokenizer Tokenizer::parse(std::string_view json_text, const std::string& source
     t.token_bytes_[size_t(id)] = bytes;
     t.vocabulary_[bytes] = id;
   }
-  for (int b = 0; b < 256; ++b) {
-    const auto it = t.vocabulary_.find(std::string(1, char(b)));
-    require(it != t.vocabulary_.end(), "{}: model.vocab has no token for byte 0x{:02x}",
-            source_name, b);
-    t.byte_ids_[size_t(b)] = it->second;
+  if (t.is_sentencepiece_) {
+    t.set_up_sentencepiece(source_name);
+  } else {
+    t.set_up_byte_level(source_name);
   }
   for (size_t rank = 0; rank < definition.merges.size(); ++rank) {
     const auto& [left, right] = definition.merges[rank];
@@ -81,6 +86,16 @@ Tokenizer Tokenizer::parse(std::string_view json_text, const std::string& source
   t.prefix_ids_ = definition.prefix_ids;
   t.suffix_ids_ = definition.suffix_ids;
   return t;
+}
+
+void Tokenizer::set_up_byte_level(const std::string& source_name) {
+  Tokenizer& t = *this;
+  for (int b = 0; b < 256; ++b) {
+    const auto it = t.vocabulary_.find(std::string(1, char(b)));
+    require(it != t.vocabulary_.end(), "{}: model.vocab has no token for byte 0x{:02x}",
+            source_name, b);
+    t.byte_ids_[size_t(b)] = it->second;
+  }
 }
 
 const std::string& Tokenizer::token_bytes(int32_t id) const {
@@ -134,7 +149,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
       while (segment_end > segment_start && is_whitespace(char32_t(text[segment_end - 1])))
         --segment_end;
     }
-    encode_text(text.substr(segment_start, segment_end - segment_start), ids);
+    encode_text(text.substr(segment_start, segment_end - segment_start), segment_start == 0, ids);
     ids.push_back(added->id);
     i += added->content.size();
     if (added->rstrip) {
@@ -142,13 +157,17 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     }
     segment_start = i;
   }
-  encode_text(text.substr(segment_start), ids);
+  encode_text(text.substr(segment_start), segment_start == 0, ids);
   if (add_special_tokens) ids.insert(ids.end(), suffix_ids_.begin(), suffix_ids_.end());
   return ids;
 }
 
-void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
+void Tokenizer::encode_text(std::string_view text, bool at_start, std::vector<int32_t>& out) const {
   if (text.empty()) return;
+  if (is_sentencepiece_) {
+    encode_sentencepiece(text, at_start, out);
+    return;
+  }
   std::u32string code_points = decode_utf8(text);
   if (normalize_nfc_) code_points = to_nfc(code_points);
   std::string word;
@@ -176,8 +195,20 @@ void Tokenizer::encode_word(std::string_view bytes, std::vector<int32_t>& out) c
     }
   }
   std::vector<int32_t> symbols;
-  symbols.reserve(bytes.size());
-  for (const char c : bytes) symbols.push_back(byte_ids_[static_cast<unsigned char>(c)]);
+  if (is_sentencepiece_) {
+    symbols = sentencepiece_symbols(bytes);
+  } else {
+    symbols.reserve(bytes.size());
+    for (const char c : bytes) symbols.push_back(byte_ids_[static_cast<unsigned char>(c)]);
+  }
+  merge_symbols(symbols);
+  out.insert(out.end(), symbols.begin(), symbols.end());
+  const std::lock_guard lock(cache_->mutex);
+  if (cache_->words.size() >= WordCache::kMaxEntries) cache_->words.clear();
+  cache_->words.emplace(std::string(bytes), std::move(symbols));
+}
+
+void Tokenizer::merge_symbols(std::vector<int32_t>& symbols) const {
   // GPT-2 BPE: merge the best-ranked adjacent pair (every occurrence, left to right) until none.
   while (symbols.size() > 1) {
     int32_t best_rank = std::numeric_limits<int32_t>::max();
@@ -203,10 +234,6 @@ void Tokenizer::encode_word(std::string_view bytes, std::vector<int32_t>& out) c
     }
     symbols.swap(merged);
   }
-  out.insert(out.end(), symbols.begin(), symbols.end());
-  const std::lock_guard lock(cache_->mutex);
-  if (cache_->words.size() >= WordCache::kMaxEntries) cache_->words.clear();
-  cache_->words.emplace(std::string(bytes), std::move(symbols));
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
@@ -215,6 +242,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
     if (skip_special_tokens && is_special(id)) continue;
     out += token_bytes(id);
   }
+  if (sentencepiece_.strip_leading_space && !out.empty() && out[0] == ' ') out.erase(0, 1);
   return out;
 }
 

@@ -1,7 +1,9 @@
 #pragma once
-// A byte-level BPE tokenizer read from a Hugging Face tokenizer.json (Qwen2/Qwen3, Llama-3,
-// GPT-2 style): added tokens are matched first, the rest is NFC-normalised when the file asks for
-// it, split by the pre-tokenizer pattern, mapped to bytes and merged by rank.
+// A BPE tokenizer read from a Hugging Face tokenizer.json. Byte-level files (Qwen2/Qwen3,
+// Llama-3, GPT-2 style): added tokens are matched first, the rest is NFC-normalised when the file
+// asks for it, split by the pre-tokenizer pattern, mapped to bytes and merged by rank.
+// SentencePiece-style files (Llama 2, Mistral): spaces become "▁", characters are the initial
+// symbols (unknown ones fall back to <0xNN> byte tokens), merged by rank.
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -13,12 +15,15 @@
 #include <vector>
 
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace oscar {
 
 class Tokenizer {
  public:
-  static Tokenizer load(const std::string& model_dir);  // <model_dir>/tokenizer.json
+  // <model_dir>/tokenizer.json; for SentencePiece-style files also add_bos_token/add_eos_token
+  // from tokenizer_config.json when present (transformers' LlamaTokenizerFast does the same).
+  static Tokenizer load(const std::string& model_dir);
   static Tokenizer load_from_file(const std::string& path);
   static Tokenizer parse(std::string_view json_text, const std::string& source_name);
 
@@ -36,6 +41,8 @@ class Tokenizer {
   const std::string& token_bytes(int32_t id) const;
   bool is_special(int32_t id) const;
   std::optional<int32_t> token_id(std::string_view token) const;  // added token or vocabulary entry
+  // The decoder drops one leading space of the decoded text (SentencePiece Strip / Metaspace).
+  bool strips_leading_space() const { return sentencepiece_.strip_leading_space; }
 
  private:
   struct AddedToken {
@@ -52,20 +59,29 @@ class Tokenizer {
   struct WordCache;
 
   Tokenizer();
-  void encode_text(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_text(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
   void encode_word(std::string_view bytes, std::vector<int32_t>& out) const;
+  void encode_sentencepiece(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
+  std::vector<int32_t> sentencepiece_symbols(std::string_view piece) const;
+  void merge_symbols(std::vector<int32_t>& symbols) const;
+  void apply_tokenizer_config(const std::string& path);
+  void set_up_byte_level(const std::string& source_name);
+  void set_up_sentencepiece(const std::string& source_name);
   const AddedToken* added_token_at(std::string_view text, size_t position) const;
 
   std::vector<std::string> token_bytes_;  // raw bytes of every id (added tokens: their content)
   std::vector<bool> special_;
   std::unordered_map<std::string, int32_t> vocabulary_;  // raw bytes -> id (BPE model)
   std::unordered_map<uint64_t, MergeRule> merges_;       // (left id << 32 | right id) -> rule
-  std::array<int32_t, 256> byte_ids_{};
+  std::array<int32_t, 256> byte_ids_{};           // byte-level symbols, or <0xNN> ids (-1: none)
   std::vector<AddedToken> added_tokens_;          // longest content first
   std::vector<int32_t> prefix_ids_, suffix_ids_;  // post-processor template around a single text
   SplitPattern pattern_ = SplitPattern::qwen2;
   bool normalize_nfc_ = false;
   bool ignore_merges_ = false;
+  bool is_sentencepiece_ = false;
+  SentencePieceOptions sentencepiece_;
+  int32_t unk_id_ = -1;
   std::unique_ptr<WordCache> cache_;
 };
 

@@ -91,8 +91,11 @@ SplitPattern parse_pre_tokenizer(const json& pre, const std::string& source) {
   return *recognised;
 }
 
-std::string vocabulary_bytes(const std::string& entry, const std::string& source,
-                             const char* where) {
+constexpr std::string_view kSpaceMarker = "\u2581";  // SentencePiece's "▁"
+
+std::string vocabulary_bytes(const std::string& entry, bool sentencepiece,
+                             const std::string& source, const char* where) {
+  if (sentencepiece) return entry;  // pieces are plain UTF-8 strings
   const auto bytes = unicode_to_bytes(entry);
   require(bytes.has_value(), "{}: {} entry {} is not byte-level (ByteLevel alphabet)", source,
           where, json(entry).dump());
@@ -103,8 +106,18 @@ void parse_model(const json& model, const std::string& source, TokenizerDefiniti
   const auto type = model.find("type");
   require(type == model.end() || *type == "BPE", "{}: model.type {} is not supported (only BPE)",
           source, type == model.end() ? "" : type->dump());
-  require(!flag(model, "byte_fallback", false, source, "model"),
-          "{}: model.byte_fallback = true is not supported", source);
+  const bool byte_fallback = flag(model, "byte_fallback", false, source, "model");
+  require(!byte_fallback || d.sentencepiece,
+          "{}: model.byte_fallback = true is only supported for SentencePiece-style files "
+          "(Metaspace pre_tokenizer or Prepend/Replace normalizer)",
+          source);
+  d.sentencepiece_options.byte_fallback = byte_fallback;
+  d.sentencepiece_options.fuse_unk = flag(model, "fuse_unk", false, source, "model");
+  const auto unk = model.find("unk_token");
+  if (unk != model.end() && !unk->is_null()) {
+    require(unk->is_string(), "{}: model.unk_token must be a string", source);
+    d.sentencepiece_options.unk_token = unk->get<std::string>();
+  }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const auto it = model.find(key);
     require(
@@ -121,7 +134,8 @@ void parse_model(const json& model, const std::string& source, TokenizerDefiniti
             kMaxTokenId, id.dump());
     require(ids.insert(id.get<int32_t>()).second, "{}: model.vocab: id {} is used twice", source,
             id.get<int32_t>());
-    d.vocabulary.emplace_back(vocabulary_bytes(entry, source, "model.vocab"), id.get<int32_t>());
+    d.vocabulary.emplace_back(vocabulary_bytes(entry, d.sentencepiece, source, "model.vocab"),
+                              id.get<int32_t>());
   }
   const json& merges = field(model, "merges", source, "model");
   require(merges.is_array(), "{}: model.merges must be a list", source);
@@ -141,9 +155,112 @@ void parse_model(const json& model, const std::string& source, TokenizerDefiniti
       left = merge[0].get<std::string>();
       right = merge[1].get<std::string>();
     }
-    d.merges.emplace_back(vocabulary_bytes(left, source, "model.merges"),
-                          vocabulary_bytes(right, source, "model.merges"));
+    d.merges.emplace_back(vocabulary_bytes(left, d.sentencepiece, source, "model.merges"),
+                          vocabulary_bytes(right, d.sentencepiece, source, "model.merges"));
   }
+}
+
+// ---- SentencePiece-style files (Llama 2, Mistral) ----
+
+bool is_string_pattern(const json& step, const char* key, std::string_view expected) {
+  const auto it = step.find(key);
+  if (it == step.end()) return false;
+  const json& value = it->is_object() && it->contains("String") ? (*it)["String"] : *it;
+  return value.is_string() && value.get<std::string>() == expected;
+}
+
+// Sequence[Prepend("▁"), Replace(" ", "▁")], the Llama 2 / Mistral v0.1 normaliser.
+bool is_prepend_replace_normalizer(const json& normalizer) {
+  if (!normalizer.is_object() || normalizer.value("type", "") != "Sequence") return false;
+  const auto steps = normalizer.find("normalizers");
+  if (steps == normalizer.end() || !steps->is_array() || steps->size() != 2) return false;
+  const json& prepend = (*steps)[0];
+  const json& replace = (*steps)[1];
+  return prepend.value("type", "") == "Prepend" &&
+         is_string_pattern(prepend, "prepend", kSpaceMarker) &&
+         replace.value("type", "") == "Replace" && is_string_pattern(replace, "pattern", " ") &&
+         is_string_pattern(replace, "content", kSpaceMarker);
+}
+
+bool is_sentencepiece_file(const json& root) {
+  const json pre = root.value("pre_tokenizer", json());
+  if (pre.is_object() && pre.value("type", "") == "Metaspace") return true;
+  return pre.is_null() && is_prepend_replace_normalizer(root.value("normalizer", json()));
+}
+
+// Metaspace's prepend scheme; older exports write add_prefix_space instead (true = always).
+SentencePieceOptions::Prepend metaspace_prepend(const json& step, const std::string& source,
+                                                const std::string& path) {
+  using Prepend = SentencePieceOptions::Prepend;
+  const auto scheme = step.find("prepend_scheme");
+  if (scheme == step.end() || scheme->is_null()) {
+    return flag(step, "add_prefix_space", true, source, path) ? Prepend::always : Prepend::never;
+  }
+  require(scheme->is_string(), "{}: {}.prepend_scheme must be a string", source, path);
+  const std::string name = scheme->get<std::string>();
+  if (name == "first") return Prepend::first;
+  if (name == "always") return Prepend::always;
+  if (name == "never") return Prepend::never;
+  fail("{}: {}.prepend_scheme {} is not one of first, always, never", source, path, name);
+}
+
+void parse_sentencepiece_splitting(const json& root, const std::string& source,
+                                   TokenizerDefinition& d) {
+  const json normalizer = root.value("normalizer", json());
+  const json pre = root.value("pre_tokenizer", json());
+  SentencePieceOptions& options = d.sentencepiece_options;
+  if (pre.is_null()) {  // is_sentencepiece_file checked the Prepend/Replace normaliser
+    options.prepend = SentencePieceOptions::Prepend::always_even_if_marked;
+    return;
+  }
+  require(normalizer.is_null(),
+          "{}: normalizer {} is not supported with a Metaspace pre_tokenizer (only none)", source,
+          normalizer.dump());
+  require(is_string_pattern(pre, "replacement", kSpaceMarker),
+          "{}: pre_tokenizer.replacement must be \"\\u2581\"", source);
+  options.prepend = metaspace_prepend(pre, source, "pre_tokenizer");
+  options.split = flag(pre, "split", true, source, "pre_tokenizer");
+}
+
+// Sequence[Replace("▁", " "), ByteFallback, Fuse, Strip(" ", 1, 0)] or Metaspace.
+void parse_sentencepiece_decoder(const json& decoder, const std::string& source,
+                                 TokenizerDefinition& d) {
+  SentencePieceOptions& options = d.sentencepiece_options;
+  require(!decoder.is_null(), "{}: decoder is missing (a SentencePiece-style file needs one)",
+          source);
+  const std::string type = type_of(decoder, source, "decoder");
+  if (type == "Metaspace") {
+    require(is_string_pattern(decoder, "replacement", kSpaceMarker),
+            "{}: decoder.replacement must be \"\\u2581\"", source);
+    options.strip_leading_space =
+        metaspace_prepend(decoder, source, "decoder") != SentencePieceOptions::Prepend::never;
+    return;
+  }
+  require(type == "Sequence", "{}: decoder type {} is not supported", source, type);
+  bool replaced = false, fused = false;
+  for (const auto& step : field(decoder, "decoders", source, "decoder")) {
+    const std::string step_type = type_of(step, source, "decoder.decoders[]");
+    require(!options.strip_leading_space, "{}: decoder step {} after Strip is not supported",
+            source, step.dump());
+    if (step_type == "Replace" && is_string_pattern(step, "pattern", kSpaceMarker) &&
+        is_string_pattern(step, "content", " ") && !replaced) {
+      replaced = true;
+    } else if (step_type == "ByteFallback" && !fused) {
+      options.decode_byte_tokens = true;
+    } else if (step_type == "Fuse") {
+      fused = true;
+    } else if (step_type == "Strip" && fused && is_string_pattern(step, "content", " ") &&
+               step.value("stop", -1) == 0 && step.value("start", -1) <= 1) {
+      options.strip_leading_space = step.value("start", 0) == 1;
+      if (!options.strip_leading_space) break;
+    } else {
+      fail(
+          "{}: decoder step {} is not supported (expected Replace(\"\\u2581\", \" \"), "
+          "ByteFallback, Fuse, Strip(\" \", 1, 0) in that order)",
+          source, step.dump());
+    }
+  }
+  require(replaced, "{}: decoder has no Replace(\"\\u2581\", \" \") step", source);
 }
 
 void parse_added_tokens(const json& root, const std::string& source, TokenizerDefinition& d) {
@@ -214,12 +331,18 @@ TokenizerDefinition parse_tokenizer_json(std::string_view json_text, const std::
   require(root.is_object(), "{}: expected a JSON object", source);
   TokenizerDefinition d;
   try {
+    d.sentencepiece = is_sentencepiece_file(root);
     parse_model(field(root, "model", source, "(root)"), source, d);
-    d.normalize_nfc = parse_normalizer(root.value("normalizer", json()), source);
-    d.pattern = parse_pre_tokenizer(root.value("pre_tokenizer", json()), source);
     const json decoder = root.value("decoder", json());
-    require(decoder.is_null() || type_of(decoder, source, "decoder") == "ByteLevel",
-            "{}: decoder {} is not supported (only ByteLevel)", source, decoder.dump());
+    if (d.sentencepiece) {
+      parse_sentencepiece_splitting(root, source, d);
+      parse_sentencepiece_decoder(decoder, source, d);
+    } else {
+      d.normalize_nfc = parse_normalizer(root.value("normalizer", json()), source);
+      d.pattern = parse_pre_tokenizer(root.value("pre_tokenizer", json()), source);
+      require(decoder.is_null() || type_of(decoder, source, "decoder") == "ByteLevel",
+              "{}: decoder {} is not supported (only ByteLevel)", source, decoder.dump());
+    }
     parse_added_tokens(root, source, d);
     parse_post_processor(root.value("post_processor", json()), source, d);
   } catch (const json::exception& error) {
