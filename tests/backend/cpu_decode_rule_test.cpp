@@ -9,12 +9,12 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/sequence_runner.h"
-#include "format/documents.h"
 #include "format/tensor.h"
 #include "model/model_weights.h"
 #include "model/value_error_feedback.h"
 #include "model/value_rotation_folding.h"
 #include "quant/kv_rotations.h"
+#include "support/logit_checks.h"
 #include "support/test_paths.h"
 
 namespace oscar {
@@ -25,29 +25,8 @@ const ModelWeights& testbed() {
   return weights;
 }
 
-// A real-looking token stream: bytes of validation text mapped into the vocabulary.
-std::vector<int32_t> sample_tokens(size_t count) {
-  const auto documents = read_documents(testing::testbed_model_dir() + "/valid.xz");
-  std::vector<int32_t> tokens;
-  for (const unsigned char c : documents[1]) {
-    tokens.push_back(int32_t(c) + 200);
-    if (tokens.size() == count) break;
-  }
-  return tokens;
-}
-
 std::vector<float> run(Backend& backend, const std::vector<int32_t>& tokens, size_t chunk) {
   return run_sequence(backend, tokens, {.chunk_tokens = int64_t(chunk), .all_logits = true});
-}
-
-double max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, double(std::abs(a[i] - b[i])));
-    scale = std::max(scale, double(std::abs(a[i])));
-  }
-  return worst / scale;
 }
 
 struct FormatCase {
@@ -74,13 +53,13 @@ TEST_P(DecodeRule, ChunkingAndDecodeAgree) {
   auto backend = make_backend(testbed(), options);
   // Past sink + window (64 tokens), so every format quantizes and migrates (and, with a band of
   // 40, reads 2-bit codes from position 104 on).
-  const auto tokens = sample_tokens(testing::kSanitized ? 100 : 200);
+  const auto tokens = testing::validation_byte_tokens(testing::kSanitized ? 100 : 200);
   const auto whole = run(*backend, tokens, tokens.size());
   const auto chunked = run(*backend, tokens, 37);
   const auto decoded = run(*backend, tokens, 1);
   // Batch-invariant math (backend/cpu/simd.h): not close, identical.
-  EXPECT_EQ(max_relative_difference(whole, chunked), 0.0) << f.name;
-  EXPECT_EQ(max_relative_difference(whole, decoded), 0.0) << f.name;
+  EXPECT_EQ(testing::max_relative_difference(whole, chunked), 0.0) << f.name;
+  EXPECT_EQ(testing::max_relative_difference(whole, decoded), 0.0) << f.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -104,15 +83,15 @@ TEST(DecodeRule, QuantizationChangesLogitsOnlyBeyondTheWindow) {
   int2.kv.recent_tokens = 48;
   int2.kv.page_size_tokens = 32;
   int2.capacity = {64, 64};
-  const auto tokens = sample_tokens(120);
+  const auto tokens = testing::validation_byte_tokens(120);
   const auto reference = run(*make_backend(testbed(), exact), tokens, tokens.size());
   const auto quantized = run(*make_backend(testbed(), int2), tokens, tokens.size());
   const size_t vocab = size_t(testbed().config.vocab_size);
   // Positions < sink + window see no quantized token (bf16 rounding only); later ones do.
   const std::vector<float> early_ref(reference.begin(), reference.begin() + 64 * long(vocab));
   const std::vector<float> early_q(quantized.begin(), quantized.begin() + 64 * long(vocab));
-  EXPECT_LT(max_relative_difference(early_ref, early_q), 2e-2);
-  EXPECT_GT(max_relative_difference(reference, quantized), 2e-2);
+  EXPECT_LT(testing::max_relative_difference(early_ref, early_q), 2e-2);
+  EXPECT_GT(testing::max_relative_difference(reference, quantized), 2e-2);
 }
 
 // The band is an INT4 cache of the band's format over the positions it covers: while a query's
@@ -132,7 +111,7 @@ TEST(DecodeRule, BandReadsTheFourBitCopies) {
   int4.kv = banded.kv.band_config();
   BackendOptions int2 = banded;
   int2.kv.band_tokens = 0;
-  const auto tokens = sample_tokens(160);
+  const auto tokens = testing::validation_byte_tokens(160);
   const auto with_band = run(*make_backend(testbed(), banded), tokens, 23);
   const auto reference = run(*make_backend(testbed(), int4), tokens, 23);
   const auto without_band = run(*make_backend(testbed(), int2), tokens, 23);
@@ -143,10 +122,13 @@ TEST(DecodeRule, BandReadsTheFourBitCopies) {
   // Position t reads 2-bit codes iff band_begin(t + 1) > sink: t + 1 - 48 - 40 > 16, t >= 104.
   ASSERT_EQ(band_begin(banded.kv, 104), 16);
   ASSERT_EQ(band_begin(banded.kv, 105), 17);
-  EXPECT_EQ(max_relative_difference(rows(with_band, 0, 104), rows(reference, 0, 104)), 0.0);
-  EXPECT_GT(max_relative_difference(rows(with_band, 104, 160), rows(reference, 104, 160)), 1e-4);
+  EXPECT_EQ(testing::max_relative_difference(rows(with_band, 0, 104), rows(reference, 0, 104)),
+            0.0);
+  EXPECT_GT(testing::max_relative_difference(rows(with_band, 104, 160), rows(reference, 104, 160)),
+            1e-4);
   // Where the band is read (positions 65-103 see quantized tokens) it differs from INT2 alone.
-  EXPECT_GT(max_relative_difference(rows(with_band, 70, 104), rows(without_band, 70, 104)), 1e-3);
+  EXPECT_GT(testing::max_relative_difference(rows(with_band, 70, 104), rows(without_band, 70, 104)),
+            1e-3);
 }
 
 KvRotations random_rotations(const ModelConfig& config, uint64_t seed) {
@@ -175,8 +157,9 @@ TEST(ValueRotationFolding, FoldedModelGivesTheSameLogits) {
   const KvRotations rotations = random_rotations(testbed().config, 17);
   CpuBackend plain(testbed(), options, nullptr);
   CpuBackend folded(testbed(), options, &rotations);
-  const auto tokens = sample_tokens(150);
-  EXPECT_LT(max_relative_difference(run(plain, tokens, 64), run(folded, tokens, 64)), 2e-5);
+  const auto tokens = testing::validation_byte_tokens(150);
+  EXPECT_LT(testing::max_relative_difference(run(plain, tokens, 64), run(folded, tokens, 64)),
+            2e-5);
 }
 
 // The values' factor G (model/value_error_feedback.h) against the output projection as the model

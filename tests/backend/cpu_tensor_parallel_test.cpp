@@ -11,10 +11,10 @@
 
 #include "backend/backend.h"
 #include "backend/sequence_runner.h"
-#include "format/documents.h"
 #include "model/model_fingerprint.h"
 #include "parallel/in_process_communicator.h"
 #include "quant/kv_rotations.h"
+#include "support/logit_checks.h"
 #include "support/test_paths.h"
 #include "support/testbed.h"
 #include "util/error.h"
@@ -25,16 +25,6 @@ namespace {
 
 const ModelWeights& testbed() {
   return testing::testbed_weights();
-}
-
-std::vector<int32_t> sample_tokens(size_t count) {
-  const auto documents = read_documents(testing::testbed_model_dir() + "/valid.xz");
-  std::vector<int32_t> tokens;
-  for (const unsigned char c : documents[1]) {
-    tokens.push_back(int32_t(c) + 200);
-    if (tokens.size() == count) break;
-  }
-  return tokens;
 }
 
 // A calibrated-looking rotations file: a different random orthogonal matrix per layer, KV head and
@@ -99,18 +89,6 @@ BackendOptions options_for(const FormatCase& f) {
   return options;
 }
 
-double max_relative_difference(const std::vector<float>& reference,
-                               const std::vector<float>& actual) {
-  EXPECT_EQ(reference.size(), actual.size());
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < std::min(reference.size(), actual.size()); ++i) {
-    if (!std::isfinite(actual[i])) return INFINITY;
-    worst = std::max(worst, double(std::abs(reference[i] - actual[i])));
-    scale = std::max(scale, double(std::abs(reference[i])));
-  }
-  return worst / scale;
-}
-
 // Every rank's logits of the whole sequence, each rank a thread with its own shard.
 std::vector<std::vector<float>> run_ranks(const BackendOptions& options, int tensor_parallel_size,
                                           const std::vector<int32_t>& tokens) {
@@ -147,12 +125,12 @@ TEST_P(CpuTensorParallel, ShardsGiveTheUnshardedLogits) {
   const FormatCase f = GetParam();
   const BackendOptions options = options_for(f);
   // Past sink + window + band (56 tokens): every quantized format writes and reads 2-bit codes.
-  const auto tokens = sample_tokens(72);
+  const auto tokens = testing::validation_byte_tokens(72);
   const auto reference = run_sequence(*make_backend(testbed(), options), tokens,
                                       {.chunk_tokens = 29, .all_logits = true});
   for (const int tp : {2, 4}) {
     const auto ranks = run_ranks(options, tp, tokens);
-    const double difference = max_relative_difference(reference, ranks[0]);
+    const double difference = testing::max_relative_difference(reference, ranks[0]);
     EXPECT_LT(difference, f.tolerance) << f.name << " tp " << tp;
     std::printf("%s tp %d: max relative logit difference %.3g\n", f.name, tp, difference);
     for (int rank = 1; rank < tp; ++rank) {

@@ -30,6 +30,7 @@
 #include "model/model_fingerprint.h"
 #include "model/model_weights.h"
 #include "quant/kv_rotations.h"
+#include "support/logit_checks.h"
 #include "support/test_paths.h"
 #include "tokenizer/tokenizer.h"
 #include "util/file_io.h"
@@ -125,18 +126,6 @@ BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   }
   options.capacity = {96, 96, f.band_tokens > 0 ? 96 : 0};
   return options;
-}
-
-double max_relative_difference(const std::vector<float>& reference,
-                               const std::vector<float>& actual) {
-  EXPECT_EQ(reference.size(), actual.size());
-  double worst = 0, scale = 0;
-  for (size_t i = 0; i < std::min(reference.size(), actual.size()); ++i) {
-    if (!std::isfinite(actual[i])) return INFINITY;
-    worst = std::max(worst, double(std::abs(reference[i] - actual[i])));
-    scale = std::max(scale, double(std::abs(reference[i])));
-  }
-  return worst / scale;
 }
 
 // Perplexity of `tokens` under logits whose row i predicts token i + 1.
@@ -240,11 +229,11 @@ TEST_P(CudaMatchesCpu, PrefillAndDecodeLogits) {
   const auto edges =
       run_chunks(*gpu, tokens, {16, 17, 32, 64, 65, 96, 104, 105, 128, 160, 161, 256, 320, 640});
   const int64_t vocab = testbed().config.vocab_size;
-  const double chunked_error = max_relative_difference(reference, chunked);
-  const double decoded_error = max_relative_difference(reference, decoded);
-  const double whole_error = max_relative_difference(reference, whole);
-  const double sliced_error = max_relative_difference(reference, sliced);
-  const double edges_error = max_relative_difference(reference, edges);
+  const double chunked_error = testing::max_relative_difference(reference, chunked);
+  const double decoded_error = testing::max_relative_difference(reference, decoded);
+  const double whole_error = testing::max_relative_difference(reference, whole);
+  const double sliced_error = testing::max_relative_difference(reference, sliced);
+  const double edges_error = testing::max_relative_difference(reference, edges);
   std::printf(
       "[ %s ] max relative logit error vs CPU: chunk 37 %.2e, decode %.2e, whole %.2e, chunk 200 "
       "%.2e, "
@@ -352,7 +341,7 @@ TEST_P(CudaMatchesCpu, BatchedSteps) {
   for (size_t s = 0; s < 4; ++s) {
     const auto reference =
         run_sequence(*cpu, sequences[s], {.chunk_tokens = 64, .all_logits = true});
-    const double error = max_relative_difference(reference, gpu_rows[s]);
+    const double error = testing::max_relative_difference(reference, gpu_rows[s]);
     std::printf("[ %s ] batched sequence %zu: max relative logit error %.2e\n", f.name, s, error);
     EXPECT_LE(error, f.tolerance) << "sequence " << s;
   }
