@@ -17,6 +17,7 @@
 #include "support/logit_checks.h"
 #include "support/test_paths.h"
 #include "support/testbed.h"
+#include "support/testbed_rotations.h"
 #include "util/error.h"
 
 namespace oscar {
@@ -25,36 +26,6 @@ namespace {
 
 const ModelWeights& testbed() {
   return testing::testbed_weights();
-}
-
-// A calibrated-looking rotations file: a different random orthogonal matrix per layer, KV head and
-// kind, so a rank that took another head's rotation would give other logits.
-std::string random_rotations_file() {
-  static const std::string path = [] {
-    const ModelConfig& c = testbed().config;
-    KvRotations r;
-    r.num_layers = c.num_layers;
-    r.num_kv_heads = c.num_kv_heads;
-    r.head_dim = c.head_dim;
-    const int64_t d = c.head_dim;
-    std::mt19937_64 rng(11);
-    std::normal_distribution<double> normal;
-    for (int64_t i = 0; i < 2 * c.num_layers * c.num_kv_heads; ++i) {
-      Eigen::MatrixXd a(d, d);
-      for (int64_t j = 0; j < d * d; ++j) a.data()[j] = normal(rng);
-      const Eigen::MatrixXd q = Eigen::HouseholderQR<Eigen::MatrixXd>(a).householderQ();
-      auto& target = i % 2 == 0 ? r.key : r.value;
-      for (int64_t row = 0; row < d; ++row)
-        for (int64_t col = 0; col < d; ++col) target.push_back(float(q(row, col)));
-    }
-    for (int64_t i = 0; i < c.num_layers * c.num_kv_heads * d; ++i)
-      r.key_eigenvalues.push_back(float(std::pow(0.95, double(i % d))));
-    record_model(model_fingerprint(testbed()), r);
-    const std::string file = testing::make_temp_dir("tp-rotations") + "/rotations.safetensors";
-    save_kv_rotations(file, r);
-    return file;
-  }();
-  return path;
 }
 
 struct FormatCase {
@@ -81,7 +52,7 @@ BackendOptions options_for(const FormatCase& f) {
   options.kv.page_size_tokens = 32;
   options.kv.band_tokens = f.band_tokens;
   if (f.method == KvMethod::oscar) {
-    options.kv.rotations_path = random_rotations_file();
+    options.kv.rotations_path = testing::testbed_random_rotations_file();
     options.kv.key_error_feedback = true;
     options.kv.value_error_feedback = true;
   }

@@ -32,6 +32,7 @@
 #include "quant/kv_rotations.h"
 #include "support/logit_checks.h"
 #include "support/test_paths.h"
+#include "support/testbed_rotations.h"
 #include "tokenizer/tokenizer.h"
 #include "util/file_io.h"
 
@@ -55,34 +56,6 @@ std::vector<int32_t> sample_tokens(size_t count, size_t document = 1) {
   }
   tokens.resize(count);
   return tokens;
-}
-
-// A calibrated-looking rotations file for the oscar method: random orthogonal matrices.
-std::string random_rotations_file() {
-  static const std::string path = [] {
-    const ModelConfig& c = testbed().config;
-    KvRotations r;
-    r.num_layers = c.num_layers;
-    r.num_kv_heads = c.num_kv_heads;
-    r.head_dim = c.head_dim;
-    const int64_t d = c.head_dim;
-    std::srand(7);
-    for (int64_t i = 0; i < 2 * c.num_layers * c.num_kv_heads; ++i) {
-      const Eigen::MatrixXd q =
-          Eigen::HouseholderQR<Eigen::MatrixXd>(Eigen::MatrixXd::Random(d, d)).householderQ();
-      auto& target = i % 2 == 0 ? r.key : r.value;
-      for (int64_t a = 0; a < d; ++a)
-        for (int64_t b = 0; b < d; ++b) target.push_back(float(q(a, b)));
-    }
-    // Query-covariance eigenvalues in decreasing order, for the keys' error feedback.
-    for (int64_t i = 0; i < c.num_layers * c.num_kv_heads * d; ++i)
-      r.key_eigenvalues.push_back(float(std::pow(0.95, i % d)));
-    record_model(model_fingerprint(testbed()), r);
-    const std::string file = testing::make_temp_dir("cuda-rotations") + "/rotations.safetensors";
-    save_kv_rotations(file, r);
-    return file;
-  }();
-  return path;
 }
 
 struct FormatCase {
@@ -120,7 +93,7 @@ BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   options.kv.page_size_tokens = 32;
   options.kv.band_tokens = f.band_tokens;
   if (f.method == KvMethod::oscar) {  // with error feedback, as `oscar` runs it by default
-    options.kv.rotations_path = random_rotations_file();
+    options.kv.rotations_path = testing::testbed_random_rotations_file();
     options.kv.key_error_feedback = true;
     options.kv.value_error_feedback = true;
   }
