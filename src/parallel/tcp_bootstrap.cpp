@@ -18,16 +18,31 @@ std::string this_host_name() {
   return name;
 }
 
+// A rank's record, as the hello and the welcome's table carry it.
+void put_rank(ByteWriter& out, const RankInfo& info) {
+  out.put(int32_t(info.rank));
+  out.put(int32_t(info.node_rank));
+  out.put(int32_t(info.local_rank));
+  out.put(info.process_id);
+  out.put_string(info.host_name);
+}
+
+RankInfo get_rank(ByteReader& in) {
+  RankInfo info;
+  info.rank = in.get<int32_t>();
+  info.node_rank = in.get<int32_t>();
+  info.local_rank = in.get<int32_t>();
+  info.process_id = in.get<int64_t>();
+  info.host_name = in.get_string();
+  return info;
+}
+
 std::vector<std::byte> encode_hello(const DistributedOptions& options, const RankInfo& me) {
   ByteWriter out;
   out.put(kProtocolVersion);
   out.put(int32_t(options.tensor_parallel_size));
   out.put(int32_t(options.nnodes));
-  out.put(int32_t(me.rank));
-  out.put(int32_t(me.node_rank));
-  out.put(int32_t(me.local_rank));
-  out.put(me.process_id);
-  out.put_string(me.host_name);
+  put_rank(out, me);
   return std::move(out.bytes);
 }
 
@@ -41,12 +56,7 @@ RankInfo decode_hello(const Frame& frame, const DistributedOptions& options,
           version, kProtocolVersion);
   const auto tp = in.get<int32_t>();
   const auto nnodes = in.get<int32_t>();
-  RankInfo info;
-  info.rank = in.get<int32_t>();
-  info.node_rank = in.get<int32_t>();
-  info.local_rank = in.get<int32_t>();
-  info.process_id = in.get<int64_t>();
-  info.host_name = in.get_string();
+  const RankInfo info = get_rank(in);
   in.expect_end();
   require(tp == options.tensor_parallel_size && nnodes == options.nnodes,
           "bootstrap: rank {} on {} was started with --tensor-parallel-size {} --nnodes {}, rank 0 "
@@ -65,13 +75,7 @@ std::vector<std::byte> encode_welcome(const RankLinks& links) {
   ByteWriter out;
   out.put_bytes(links.unique_id);
   out.put(uint32_t(links.ranks.size()));
-  for (const RankInfo& info : links.ranks) {
-    out.put(int32_t(info.rank));
-    out.put(int32_t(info.node_rank));
-    out.put(int32_t(info.local_rank));
-    out.put(info.process_id);
-    out.put_string(info.host_name);
-  }
+  for (const RankInfo& info : links.ranks) put_rank(out, info);
   return std::move(out.bytes);
 }
 
@@ -82,13 +86,7 @@ void decode_welcome(const Frame& frame, RankLinks& links) {
   require(int(count) == links.world_size, "bootstrap: rank 0 sent a table of {} ranks, not {}",
           count, links.world_size);
   links.ranks.resize(count);
-  for (RankInfo& info : links.ranks) {
-    info.rank = in.get<int32_t>();
-    info.node_rank = in.get<int32_t>();
-    info.local_rank = in.get<int32_t>();
-    info.process_id = in.get<int64_t>();
-    info.host_name = in.get_string();
-  }
+  for (RankInfo& info : links.ranks) info = get_rank(in);
   in.expect_end();
 }
 
