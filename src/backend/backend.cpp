@@ -63,6 +63,22 @@ int64_t device_free_bytes(DeviceKind device) {
   return int64_t(::sysconf(_SC_AVPHYS_PAGES)) * int64_t(::sysconf(_SC_PAGESIZE));
 }
 
+void use_gpu_of_local_rank(int local_rank) {
+#ifdef OSCAR_HAVE_CUDA
+  use_cuda_device(local_rank);
+#else
+  fail("--device cuda: this oscar was built without the CUDA backend (local rank {})", local_rank);
+#endif
+}
+
+UniqueId make_gpu_group_id() {
+#ifdef OSCAR_HAVE_CUDA
+  return make_cuda_group_id();
+#else
+  fail("--device cuda: this oscar was built without the CUDA backend");
+#endif
+}
+
 DeviceKind default_device() {
   return cuda_available() ? DeviceKind::cuda : DeviceKind::cpu;
 }
@@ -73,10 +89,6 @@ std::unique_ptr<Backend> make_backend(const ModelWeights& weights, const Backend
   const std::optional<KvRotations> rotations = rotations_for(weights, options.kv);
   const KvRotations* rotation_pointer = rotations ? &*rotations : nullptr;
   if (options.device == DeviceKind::cuda) {
-    require(options.communicator == nullptr || options.communicator->world_size() == 1,
-            "--tensor-parallel-size {}: the CUDA backend runs one rank only (its NCCL "
-            "communicator is not built yet; docs/tensor-parallel.md)",
-            options.communicator == nullptr ? 1 : options.communicator->world_size());
 #ifdef OSCAR_HAVE_CUDA
     return make_cuda_backend(weights, options, rotation_pointer);
 #else

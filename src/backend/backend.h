@@ -6,6 +6,7 @@
 // (kvcache/kv_cache_config.h) and returns logits.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "kvcache/page_layout.h"
 #include "kvcache/sequence_pages.h"
 #include "model/model_config.h"
+#include "parallel/gpu_group.h"
 
 namespace oscar {
 
@@ -74,8 +76,13 @@ struct BackendOptions {
   KvPageCounts capacity;  // pages to allocate
   int num_threads = 0;    // CPU threads; 0 = all cores
   // Tensor parallelism: this rank's group (parallel/communicator.h). The backend runs the rank's
-  // shard (parallel/shard_plan.h) and returns the whole vocabulary's logits. Null: one rank.
+  // shard (parallel/shard_plan.h) and returns the whole vocabulary's logits. Null: one rank. The
+  // CUDA backend runs its collectives through host memory with it (ranks that share a GPU), or
+  // over NCCL with gpu_group instead.
   Communicator* communicator = nullptr;
+  // Tensor parallelism on GPUs: the NCCL group of this rank (the CUDA backend joins it on the
+  // current device). Empty: one rank.
+  std::optional<GpuGroup> gpu_group;
 };
 
 // Builds the backend for `options.device`; folds the value rotation into the weights when the KV
@@ -86,5 +93,9 @@ bool cuda_available();
 // Memory free for the KV pool on a device: available host memory, or free GPU memory.
 int64_t device_free_bytes(DeviceKind device);
 DeviceKind default_device();  // cuda when a GPU is present
+// A tensor-parallel rank on GPUs: the calling thread uses its node's GPU `local_rank` (Error naming
+// the rank when the node has fewer GPUs); rank 0 makes the NCCL group's unique id.
+void use_gpu_of_local_rank(int local_rank);
+UniqueId make_gpu_group_id();
 
 }  // namespace oscar

@@ -18,13 +18,16 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "backend/gpu_rank_threads.h"
 #include "cli/bench_gpu_common.h"
 #include "cli/commands.h"
 #include "cli/tensor_parallel_options.h"
 #include "kvcache/page_layout.h"
 #include "model/model_weights.h"
+#include "parallel/shard_plan.h"
 #include "util/error.h"
 
 #ifdef OSCAR_HAVE_CUDA
@@ -65,8 +68,9 @@ struct StepResult {
 };
 
 // `distinct` < batch: the sequences share pages (fill_sequences_sharing_pages).
+// `tp` ranks: each reads its share of the matrices and of the KV heads (the backend's layout).
 StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int64_t distinct, int steps,
-                      double copy_gbps) {
+                      double copy_gbps, int tp) {
   const KvCacheConfig& kv = backend.kv_config();
   const KvPageCounts capacity = backend.kv_capacity();
   KvPagePools pools(capacity);
@@ -94,36 +98,35 @@ StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int64_t 
   const PageLayout& layout = backend.page_layout();
   StepResult r;
   r.step_ms = median(milliseconds);
-  r.bytes = matrix_bytes(c) + batch * c.num_layers * kv_bytes_read(kv, layout, context + steps / 2);
+  r.bytes =
+      matrix_bytes(c) / tp + batch * c.num_layers * kv_bytes_read(kv, layout, context + steps / 2);
   r.floor_ms = double(r.bytes) / (copy_gbps * 1e9) * 1e3;
   return r;
 }
 
-void run_bench_decode_step(const BenchDecodeStepOptions& o) {
-  const ModelConfig config = hf_config(o.model);
-  const GpuDescription gpu = describe_gpu();
-  fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {}: {} layers, {:.2f} GB of matrices\n",
-             gpu.name, gpu.driver, gpu.copy_gbps, o.model, config.num_layers,
-             double(matrix_bytes(config)) / 1e9);
-  const auto started = std::chrono::steady_clock::now();
-  const ModelWeights weights = make_random_model(config, 1);
-  fmt::print("random weights made in {:.1f} s\n",
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  // Rotations made for these weights.
-  const TemporaryFile rotations(write_synthetic_oscar_rotations(weights));
-  const std::vector<KvCacheConfig> caches =
-      bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens,
-                       config.head_dim, rotations.path);
+// One rank's runs of every cache. With tensor parallelism the ranks are threads, one a GPU, that
+// run the same steps in lockstep (their collectives meet inside each step); rank 0 prints and
+// records the rows.
+void run_rank(const BenchDecodeStepOptions& o, const ModelWeights& weights,
+              const std::vector<KvCacheConfig>& caches, const GpuDescription& gpu,
+              const std::optional<GpuGroup>& group, std::vector<nlohmann::json>& rows) {
+  const ModelConfig& config = weights.config;
+  const int tp = group ? group->world_size : 1;
+  const bool leader = !group || group->rank == 0;
+  auto say = [&](const std::string& text) {
+    if (leader) fmt::print("{}\n", text);
+  };
+  const int64_t rank_kv_heads = make_shard_plan(config, tp, 0).num_kv_heads;
   const std::vector<int64_t> contexts = parse_int_list(o.contexts),
                              batches = parse_int_list(o.batches);
-  std::vector<nlohmann::json> rows;
   for (const KvCacheConfig& kv : caches) {
-    const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
+    const PageLayout layout = make_page_layout(kv, rank_kv_heads, config.head_dim);
     // Every page the runs below need, allocated once: the largest batch of the longest context that
     // fits (pool_bytes(n): n sequences and the one fill chunk).
-    const int64_t budget = cuda_free_bytes() - matrix_bytes(config) -
-                           config.vocab_size * config.hidden_size * 2 -
-                           (int64_t(6) << 30);  // weights, workspace and cuBLAS
+    const int64_t budget =
+        cuda_free_bytes() -
+        (matrix_bytes(config) + config.vocab_size * config.hidden_size * 2) / tp -
+        (int64_t(6) << 30);  // weights, workspace and cuBLAS
     const int64_t longest =
         std::max(*std::max_element(contexts.begin(), contexts.end()), o.max_batch_context);
     auto pool_bytes = [&](int64_t sequences) {
@@ -137,9 +140,11 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
     options.kv = kv;
     options.capacity =
         bench_pool_capacity(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
+    options.gpu_group = group;
     auto backend = make_backend(weights, options);
     fill_kv_cache_with_noise(*backend, 3);
-    fmt::print("{}: room for {} sequences of {} tokens\n", describe(kv), max_sequences, longest);
+    say(fmt::format("{}: room for {} sequences of {} tokens{}", describe(kv), max_sequences,
+                    longest, tp > 1 ? fmt::format(" on each of {} ranks", tp) : ""));
     for (const int64_t context : contexts) {
       for (const int64_t batch : batches) {
         // The pages of `distinct` sequences, and each sharing sequence's own pages past the shared
@@ -154,26 +159,29 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
         const int64_t distinct =
             may_share && (o.share_pages || !fits(batch)) ? (batch + 1) / 2 : batch;
         if (!fits(distinct)) {
-          fmt::print("  context {:>7} batch {:>3}: skipped, {:.1f} GB of pages do not fit\n",
-                     context, batch,
-                     double(bytes_per_layer(bench_pool_capacity(kv, context + o.steps + 4, batch),
-                                            layout) *
-                            config.num_layers) /
-                         1e9);
+          say(fmt::format(
+              "  context {:>7} batch {:>3}: skipped, {:.1f} GB of pages do not fit", context, batch,
+              double(
+                  bytes_per_layer(bench_pool_capacity(kv, context + o.steps + 4, batch), layout) *
+                  config.num_layers) /
+                  1e9));
           continue;
         }
-        const StepResult r = time_steps(*backend, context, batch, distinct, o.steps, gpu.copy_gbps);
-        fmt::print(
+        const StepResult r =
+            time_steps(*backend, context, batch, distinct, o.steps, gpu.copy_gbps, tp);
+        say(fmt::format(
             "  context {:>7} batch {:>3}: step {:8.3f} ms, floor {:8.3f} ms ({:.2f}x), {:.0f} "
-            "tokens/s{}\n",
+            "tokens/s{}",
             context, batch, r.step_ms, r.floor_ms, r.step_ms / r.floor_ms,
             double(batch) / r.step_ms * 1e3,
             distinct < batch ? fmt::format(" (pages of {} sequences shared pairwise)", distinct)
-                             : "");
+                             : ""));
+        if (!leader) continue;
         rows.push_back({{"kernel", "decode_step"},
                         {"kv", std::string(to_string(kv.dtype))},
                         {"kv_config", describe(kv)},
                         {"model", o.model},
+                        {"tensor_parallel_size", tp},
                         {"context", context},
                         {"batch", batch},
                         {"time_us", r.step_ms * 1e3},
@@ -186,14 +194,16 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
     }
     if (o.max_batch_context > 0 && max_sequences > 0) {
       const StepResult r = time_steps(*backend, o.max_batch_context, max_sequences, max_sequences,
-                                      o.steps, gpu.copy_gbps);
-      fmt::print("  max batch at context {}: {} sequences, step {:.3f} ms, {:.0f} tokens/s\n",
-                 o.max_batch_context, max_sequences, r.step_ms,
-                 double(max_sequences) / r.step_ms * 1e3);
+                                      o.steps, gpu.copy_gbps, tp);
+      say(fmt::format("  max batch at context {}: {} sequences, step {:.3f} ms, {:.0f} tokens/s",
+                      o.max_batch_context, max_sequences, r.step_ms,
+                      double(max_sequences) / r.step_ms * 1e3));
+      if (!leader) continue;
       rows.push_back({{"kernel", "max_batch_decode"},
                       {"kv", std::string(to_string(kv.dtype))},
                       {"kv_config", describe(kv)},
                       {"model", o.model},
+                      {"tensor_parallel_size", tp},
                       {"context", o.max_batch_context},
                       {"batch", max_sequences},
                       {"time_us", r.step_ms * 1e3},
@@ -201,6 +211,32 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
                       {"floor_us", r.floor_ms * 1e3},
                       {"tokens_per_s", double(max_sequences) / r.step_ms * 1e3}});
     }
+  }
+}
+
+void run_bench_decode_step(const BenchDecodeStepOptions& o) {
+  const ModelConfig config = hf_config(o.model);
+  const int tp = o.tensor_parallel.size;
+  const GpuDescription gpu = describe_gpu();
+  fmt::print("{} ({}), copy bandwidth {:.0f} GB/s; {}: {} layers, {:.2f} GB of matrices{}\n",
+             gpu.name, gpu.driver, gpu.copy_gbps, o.model, config.num_layers,
+             double(matrix_bytes(config)) / 1e9,
+             tp > 1 ? fmt::format(", tensor-parallel over {} GPUs", tp) : "");
+  const auto started = std::chrono::steady_clock::now();
+  const ModelWeights weights = make_random_model(config, 1);
+  fmt::print("random weights made in {:.1f} s\n",
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  // Rotations made for these weights.
+  const TemporaryFile rotations(write_synthetic_oscar_rotations(weights));
+  const std::vector<KvCacheConfig> caches =
+      bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens,
+                       config.head_dim, rotations.path);
+  std::vector<nlohmann::json> rows;
+  if (tp == 1) {
+    run_rank(o, weights, caches, gpu, std::nullopt, rows);
+  } else {
+    run_gpu_ranks_as_threads(
+        tp, [&](const GpuGroup& group) { run_rank(o, weights, caches, gpu, group, rows); });
   }
   write_rows(o.json_path, gpu, rows);
 }
@@ -244,8 +280,8 @@ void register_bench_decode_step(CLI::App& bench) {
   command->add_option("--json", options->json_path, "write the rows as JSON");
   add_tensor_parallel_options(*command, options->tensor_parallel);
   command->callback([options] {
-    refuse_gpu_bench_tensor_parallel(options->tensor_parallel, hf_config(options->model),
-                                     "oscar bench decode-step");
+    check_gpu_bench_tensor_parallel(options->tensor_parallel, hf_config(options->model),
+                                    "oscar bench decode-step");
     run_bench_decode_step(*options);
   });
 }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "kvcache/page_layout.h"
+#include "parallel/shard_plan.h"
 #include "util/error.h"
 
 namespace oscar::cli {
@@ -61,7 +62,10 @@ std::unique_ptr<LocalServer> start_local_server(const ServingOptions& o, HttpSer
   EngineOptions engine_options;
   engine_options.scheduler = scheduler_options(o.step_tokens, session.device, o.max_num_seqs);
   engine_options.max_model_len = max_model_len;
-  const PageLayout layout = make_page_layout(session.kv, model.num_kv_heads, model.head_dim);
+  // Each rank's pool holds its own KV heads (parallel/shard_plan.h): the pool's bytes are a rank's.
+  const int64_t rank_kv_heads =
+      make_shard_plan(model, session.tensor_parallel.size, 0).num_kv_heads;
+  const PageLayout layout = make_page_layout(session.kv, rank_kv_heads, model.head_dim);
   const KvPageCounts capacity =
       capacity_for_bytes(session.kv, layout, model.num_layers, pool_bytes, o.max_num_seqs,
                          max_new_tokens_per_step(engine_options.scheduler));

@@ -124,7 +124,8 @@ DistributedOptions distributed_options(const TensorParallelOptions& o, int local
 void add_tensor_parallel_options(CLI::App& command, TensorParallelOptions& o) {
   command
       .add_option("--tensor-parallel-size", o.size,
-                  "ranks the model is split over, also -tp N (CPU backend: local processes)")
+                  "ranks the model is split over, also -tp N: local processes, one a GPU with "
+                  "--device cuda")
       ->capture_default_str();
   command.add_option("--dist-init-addr", o.dist_init_addr,
                      "HOST:PORT where rank 0 (node 0) meets the other ranks (default: a free "
@@ -152,13 +153,11 @@ std::unique_ptr<Backend> make_rank_backend(const ModelWeights& weights, BackendO
   if (tensor_parallel.size == 1 && tensor_parallel.nnodes == 1) {
     return make_backend(weights, options);
   }
-  require(options.device == DeviceKind::cpu,
-          "--tensor-parallel-size {} with --device cuda: the CUDA backend's NCCL communicator is "
-          "not built yet (docs/tensor-parallel.md); --device cpu runs the ranks as local processes",
-          tensor_parallel.size);
+  const bool gpu = options.device == DeviceKind::cuda;
   const int local_rank = local_rank_of_this_process();
   const DistributedOptions distributed = distributed_options(tensor_parallel, local_rank);
   check_tensor_parallel(weights.config, tensor_parallel.size);
+  if (gpu) use_gpu_of_local_rank(local_rank);  // before this process touches any other GPU
   std::vector<pid_t> children;
   if (local_rank == 0) {
     const std::string address =
@@ -167,9 +166,11 @@ std::unique_ptr<Backend> make_rank_backend(const ModelWeights& weights, BackendO
       children.push_back(start_local_rank(r, address));
     }
   }
-  const UniqueId id = random_unique_id();
   auto links = std::make_unique<RankLinks>();
   try {
+    // Only rank 0's id is used; on GPUs it is NCCL's, which opens NCCL's own listening socket.
+    const bool leader = global_rank(distributed, local_rank) == 0;
+    const UniqueId id = leader && gpu ? make_gpu_group_id() : random_unique_id();
     *links = bootstrap_ranks(distributed, local_rank, &id);
   } catch (const Error&) {
     reap(children, distributed.timeout);
@@ -178,7 +179,17 @@ std::unique_ptr<Backend> make_rank_backend(const ModelWeights& weights, BackendO
   auto communicator = std::make_unique<TcpCommunicator>(*links);
   // Rank 0's pool sizes: the page ids of its plans must exist on every rank.
   communicator->broadcast(std::as_writable_bytes(std::span(&options.capacity, 1)), 0);
-  options.communicator = communicator.get();
+  if (gpu) {
+    GpuGroup group;
+    group.rank = links->rank;
+    group.world_size = links->world_size;
+    group.unique_id = links->unique_id;
+    group.timeout = distributed.timeout;
+    group.peer_failure = [links = links.get()] { return peer_failure(*links); };
+    options.gpu_group = group;
+  } else {
+    options.communicator = communicator.get();
+  }
   std::unique_ptr<Backend> backend = make_backend(weights, options);
   if (links->rank != 0) follow_steps(*links, *backend, children);
   const auto timeout = distributed.timeout;
@@ -187,13 +198,22 @@ std::unique_ptr<Backend> make_rank_backend(const ModelWeights& weights, BackendO
                                                 [children, timeout] { reap(children, timeout); });
 }
 
+void check_gpu_bench_tensor_parallel(const TensorParallelOptions& options, const ModelConfig& model,
+                                     const std::string& command) {
+  if (options.size == 1 && options.nnodes == 1) return;
+  check_tensor_parallel(model, options.size);
+  require(options.nnodes == 1,
+          "{} --nnodes {}: the benches run their ranks as threads of one process, on one node",
+          command, options.nnodes);
+}
+
 void refuse_gpu_bench_tensor_parallel(const TensorParallelOptions& options,
                                       const ModelConfig& model, const std::string& command) {
   if (options.size == 1 && options.nnodes == 1) return;
   check_tensor_parallel(model, options.size);
   fail(
-      "{} --tensor-parallel-size {}: the split fits this model, but the benches run the CUDA "
-      "backend, whose NCCL communicator is not built yet (docs/tensor-parallel.md)",
+      "{} --tensor-parallel-size {}: the split fits this model, but this bench runs one GPU; "
+      "bench decode-step and bench serve run several (docs/tensor-parallel.md)",
       command, options.size);
 }
 

@@ -29,15 +29,18 @@ void add_tensor_parallel_options(CLI::App& command, TensorParallelOptions& optio
 // options after one dash).
 std::vector<std::string> expand_tensor_parallel_alias(int argc, char** argv);
 
-// The backend of this process's rank: make_backend with one rank. With several ranks the CPU
-// backend's ranks are processes joined over TCP (parallel/tcp_communicator.h); the CUDA backend
-// is refused until its NCCL communicator exists. Rank 0 gets the engine's backend; on every other
-// rank this runs the steps and then ends the program.
+// The backend of this process's rank: make_backend with one rank. With several ranks the ranks are
+// processes that meet over TCP (parallel/tcp_bootstrap.h): the CPU backend's collectives run over
+// TCP (parallel/tcp_communicator.h), the CUDA backend's over NCCL, local rank r on GPU r. Rank 0
+// gets the engine's backend; on every other rank this runs the steps and then ends the program.
 std::unique_ptr<Backend> make_rank_backend(const ModelWeights& weights, BackendOptions options,
                                            const TensorParallelOptions& tensor_parallel);
 
-// The GPU benches (random weights of an hf-configs shape): with tp > 1, checks that tp splits
-// `model`, then refuses, naming what is missing (the NCCL communicator).
+// The GPU benches whose ranks are threads (backend/gpu_rank_threads.h): checks that tp splits
+// `model` and that the job is one node.
+void check_gpu_bench_tensor_parallel(const TensorParallelOptions& options, const ModelConfig& model,
+                                     const std::string& command);
+// The GPU benches that run one GPU: with tp > 1, checks that tp splits `model`, then refuses.
 void refuse_gpu_bench_tensor_parallel(const TensorParallelOptions& options,
                                       const ModelConfig& model, const std::string& command);
 

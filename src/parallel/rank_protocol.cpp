@@ -1,5 +1,9 @@
 #include "parallel/rank_protocol.h"
 
+#include <poll.h>
+
+#include <vector>
+
 #include "util/error.h"
 
 namespace oscar {
@@ -13,6 +17,33 @@ std::span<const std::byte> bytes_of(const std::string& text) {
 }
 
 }  // namespace
+
+std::string peer_failure(const RankLinks& links) {
+  std::vector<pollfd> watched;
+  const short closed = POLLRDHUP | POLLHUP | POLLERR | POLLNVAL;
+  if (links.rank == 0) {
+    for (const TcpSocket& follower : links.followers) {
+      watched.push_back({follower.fd(), POLLRDHUP, 0});
+    }
+  } else {
+    watched.push_back({links.leader.fd(), short(POLLIN | POLLRDHUP), 0});
+  }
+  if (::poll(watched.data(), watched.size(), 0) <= 0) return {};
+  for (size_t i = 0; i < watched.size(); ++i) {
+    const short events = watched[i].revents;
+    if (links.rank == 0 && (events & closed) != 0) {
+      return fmt::format("{} left the job (its connection closed)",
+                         describe_rank(links, int(i) + 1));
+    }
+    if (links.rank != 0 && (events & closed) != 0) {
+      return fmt::format("{} left the job (its connection closed)", describe_rank(links, 0));
+    }
+    if (links.rank != 0 && (events & POLLIN) != 0) {
+      return fmt::format("{} ended the step (it reported a failure)", describe_rank(links, 0));
+    }
+  }
+  return {};
+}
 
 StepLeader::StepLeader(RankLinks& links) : links_(links) {
   require(links.rank == 0, "the step leader is rank 0, not rank {}", links.rank);

@@ -28,6 +28,12 @@ class StepLeader {
   RankLinks& links_;
 };
 
+// Asked while a rank waits for its GPU inside a step (the collectives of a dead peer never
+// return): why a peer failed, or empty while all are alive. Rank 0 looks for a follower that
+// closed its connection; a follower for rank 0 closing its connection or sending anything,
+// which within a step can only be its failure report.
+std::string peer_failure(const RankLinks& links);
+
 class StepFollower {
  public:
   explicit StepFollower(RankLinks& links);

@@ -32,6 +32,7 @@
 #include "quant/kv_rotations.h"
 #include "support/logit_checks.h"
 #include "support/test_paths.h"
+#include "support/testbed.h"
 #include "support/testbed_rotations.h"
 #include "tokenizer/tokenizer.h"
 #include "util/file_io.h"
@@ -42,20 +43,6 @@ namespace {
 const ModelWeights& testbed() {
   static const ModelWeights weights = load_model(testing::testbed_model_dir());
   return weights;
-}
-
-// The first `count` tokens of a validation document: real text, as the product sees it (on byte
-// soup the model's distributions are flat and near-ties decide the greedy path).
-std::vector<int32_t> sample_tokens(size_t count, size_t document = 1) {
-  static const Tokenizer tokenizer = Tokenizer::load(testing::testbed_model_dir());
-  static const auto documents = read_documents(testing::testbed_model_dir() + "/valid.xz");
-  std::vector<int32_t> tokens;
-  for (size_t d = document; tokens.size() < count; ++d) {
-    const auto more = tokenizer.encode(documents.at(d), false);
-    tokens.insert(tokens.end(), more.begin(), more.end());
-  }
-  tokens.resize(count);
-  return tokens;
 }
 
 struct FormatCase {
@@ -99,33 +86,6 @@ BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   }
   options.capacity = {96, 96, f.band_tokens > 0 ? 96 : 0};
   return options;
-}
-
-// Perplexity of `tokens` under logits whose row i predicts token i + 1.
-double perplexity(const std::vector<float>& logits, const std::vector<int32_t>& tokens,
-                  int64_t vocab) {
-  double nll = 0;
-  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
-    const float* row = logits.data() + i * size_t(vocab);
-    const float top = *std::max_element(row, row + vocab);
-    double sum = 0;
-    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double(row[v] - top));
-    nll += std::log(sum) + top - row[tokens[i + 1]];
-  }
-  return std::exp(nll / double(tokens.size() - 1));
-}
-
-// Fraction of rows whose argmax agrees.
-double argmax_agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
-  const size_t rows = a.size() / size_t(vocab);
-  size_t same = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const auto row_a = a.begin() + ptrdiff_t(r * size_t(vocab)),
-               row_b = b.begin() + ptrdiff_t(r * size_t(vocab));
-    same += (std::max_element(row_a, row_a + vocab) - row_a) ==
-            (std::max_element(row_b, row_b + vocab) - row_b);
-  }
-  return double(same) / double(rows);
 }
 
 std::vector<int32_t> greedy(Backend& backend, const std::vector<int32_t>& prompt, int count) {
@@ -188,7 +148,7 @@ TEST_P(CudaMatchesCpu, PrefillAndDecodeLogits) {
   auto cpu = make_backend(testbed(), options_for(f, DeviceKind::cpu));
   auto gpu = make_backend(testbed(), options_for(f, DeviceKind::cuda));
   // Past sink + window (64 tokens), so every format quantizes and migrates.
-  const auto tokens = sample_tokens(1024);
+  const auto tokens = testing::testbed_text_tokens(1024);
   const auto reference = run_sequence(*cpu, tokens, {.chunk_tokens = 37, .all_logits = true});
   const auto chunked = run_sequence(*gpu, tokens, {.chunk_tokens = 37, .all_logits = true});
   const auto decoded = run_sequence(*gpu, tokens, {.chunk_tokens = 1, .all_logits = true});
@@ -212,16 +172,17 @@ TEST_P(CudaMatchesCpu, PrefillAndDecodeLogits) {
       "%.2e, "
       "chunks ending on boundaries %.2e; argmax agreement %.4f / %.4f\n",
       f.name, chunked_error, decoded_error, whole_error, sliced_error, edges_error,
-      argmax_agreement(reference, chunked, vocab), argmax_agreement(reference, decoded, vocab));
+      testing::argmax_agreement(reference, chunked, vocab),
+      testing::argmax_agreement(reference, decoded, vocab));
   EXPECT_LE(chunked_error, f.tolerance);
   EXPECT_LE(decoded_error, f.tolerance);
   EXPECT_LE(whole_error, f.tolerance);
   EXPECT_LE(sliced_error, f.tolerance);
   EXPECT_LE(edges_error, f.tolerance);
-  EXPECT_GE(argmax_agreement(reference, decoded, vocab), f.min_argmax_agreement());
-  const double ppl_cpu = perplexity(reference, tokens, vocab);
+  EXPECT_GE(testing::argmax_agreement(reference, decoded, vocab), f.min_argmax_agreement());
+  const double ppl_cpu = testing::perplexity(reference, tokens, vocab);
   for (const auto* run : {&chunked, &decoded, &whole, &sliced, &edges}) {
-    const double ppl_gpu = perplexity(*run, tokens, vocab);
+    const double ppl_gpu = testing::perplexity(*run, tokens, vocab);
     std::printf("[ %s ] perplexity cpu %.4f gpu %.4f\n", f.name, ppl_cpu, ppl_gpu);
     EXPECT_NEAR(ppl_gpu / ppl_cpu, 1.0, f.ppl_tolerance());
   }
@@ -240,7 +201,7 @@ TEST_P(CudaMatchesCpu, GreedyContinuation) {
   const int64_t vocab = testbed().config.vocab_size;
   constexpr int kSteps = 32;
   for (const size_t document : {1, 2, 3}) {
-    const auto prompt = sample_tokens(120, document);
+    const auto prompt = testing::testbed_text_tokens(120, document);
     const auto generated = greedy(*cpu, prompt, kSteps);
     if (!f.two_bit()) {
       EXPECT_EQ(generated, greedy(*gpu, prompt, kSteps)) << f.name << ", document " << document;
@@ -286,7 +247,7 @@ TEST_P(CudaMatchesCpu, BatchedSteps) {
   std::vector<std::vector<int32_t>> sequences;
   std::vector<SequencePages> pages(4);
   for (size_t s = 0; s < 4; ++s)
-    sequences.push_back(sample_tokens(lengths[s] + kDecodeSteps, s + 1));
+    sequences.push_back(testing::testbed_text_tokens(lengths[s] + kDecodeSteps, s + 1));
   std::vector<std::vector<float>> gpu_rows(4);
   StepLogits logits;
   auto step_all = [&](auto token_span) {
@@ -349,7 +310,7 @@ TEST(CudaActivationObserver, SeesTheCpusAttentionInputs) {
     }
   };
   const ModelConfig& c = testbed().config;
-  const auto prompt = sample_tokens(100);
+  const auto prompt = testing::testbed_text_tokens(100);
   std::vector<Recorder> recorded(2);
   for (int i = 0; i < 2; ++i) {
     BackendOptions options;

@@ -1,6 +1,7 @@
 #pragma once
-// What the whole-model tests compare runs with: a token stream from the testbed's validation text
-// and the largest difference of two runs' logits relative to the reference's largest magnitude.
+// What the whole-model tests compare runs with: a token stream from the testbed's validation text,
+// the largest difference of two runs' logits relative to the reference's largest magnitude, the
+// perplexity of a token stream under its logits, and how often two runs' argmax agree.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,6 +36,34 @@ inline double max_relative_difference(const std::vector<float>& reference,
     scale = std::max(scale, double(std::abs(reference[i])));
   }
   return worst / scale;
+}
+
+// Perplexity of `tokens` under logits whose row i predicts token i + 1.
+inline double perplexity(const std::vector<float>& logits, const std::vector<int32_t>& tokens,
+                         int64_t vocab) {
+  double nll = 0;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    const float* row = logits.data() + i * size_t(vocab);
+    const float top = *std::max_element(row, row + vocab);
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double(row[v] - top));
+    nll += std::log(sum) + top - row[tokens[i + 1]];
+  }
+  return std::exp(nll / double(tokens.size() - 1));
+}
+
+// Fraction of rows whose argmax agrees.
+inline double argmax_agreement(const std::vector<float>& a, const std::vector<float>& b,
+                               int64_t vocab) {
+  const size_t rows = a.size() / size_t(vocab);
+  size_t same = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const auto row_a = a.begin() + ptrdiff_t(r * size_t(vocab)),
+               row_b = b.begin() + ptrdiff_t(r * size_t(vocab));
+    same += (std::max_element(row_a, row_a + vocab) - row_a) ==
+            (std::max_element(row_b, row_b + vocab) - row_b);
+  }
+  return double(same) / double(rows);
 }
 
 }  // namespace oscar::testing

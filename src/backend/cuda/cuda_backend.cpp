@@ -26,9 +26,11 @@
 #include "backend/cuda/device_weights.h"
 #include "backend/cuda/float_block_attention.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/host_collectives.h"
 #include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/kv_noise.h"
 #include "backend/cuda/layer_kernels.h"
+#include "backend/cuda/nccl_group.h"
 #include "backend/cuda/page_tensor_map.h"
 #include "backend/cuda/phase_timer.h"
 #include "backend/cuda/prefill_attention.h"
@@ -36,6 +38,8 @@
 #include "backend/cuda/step_graphs.h"
 #include "model/model_weights.h"
 #include "model/value_error_feedback.h"
+#include "parallel/communicator.h"
+#include "parallel/shard_plan.h"
 #include "quant/error_feedback.h"
 #include "util/error.h"
 
@@ -63,6 +67,17 @@ void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
     require(kv.group_size == 32 || kv.group_size == 64 || kv.group_size == 128,
             "--device cuda: --kv-group-size must be 32, 64 or 128, got {}", kv.group_size);
   }
+}
+
+// This rank and the group's size: an NCCL group (GpuGroup), a host communicator, or one rank.
+std::pair<int, int> rank_and_world(const BackendOptions& options) {
+  require(!(options.gpu_group && options.communicator != nullptr),
+          "a CUDA rank joins an NCCL group or a host communicator, not both");
+  if (options.gpu_group) return {options.gpu_group->rank, options.gpu_group->world_size};
+  if (options.communicator != nullptr) {
+    return {options.communicator->rank(), options.communicator->world_size()};
+  }
+  return {0, 1};
 }
 
 // The sizes that fix a step's launches (a decode graph records them once per batch size).
@@ -102,12 +117,18 @@ class CudaBackend final : public Backend {
  private:
   void enqueue_step(const LaunchSizes& sizes, ActivationObserver* observer);
   void enqueue_logits(int64_t logit_rows);
+  void enqueue_gathered_logits(int64_t logit_rows);
   void enqueue_migration(int64_t first_layer, int64_t layers, const LaunchSizes& sizes);
   KvMigrateArgs migration_args(int64_t first_layer, int64_t layers, bool band) const;
   void enqueue_attention(int64_t layer, const LaunchSizes& sizes);
   void observe(int64_t layer, int64_t rows, ActivationObserver& observer);
 
-  ModelConfig config_;
+  void synchronize(const char* what);
+
+  ModelConfig config_;    // the whole model's
+  ShardPlan shard_plan_;  // this rank's share (all of the model with one rank)
+  ModelConfig shard_;     // the shapes this rank runs: its heads, MLP channels and vocabulary
+  std::unique_ptr<DeviceCollectives> group_;  // null with one rank
   KvCacheConfig kv_;
   PageLayout layout_;
   PageLayout band_layout_;  // of the band's pages (bits 0 without a band)
@@ -150,31 +171,45 @@ class CudaBackend final : public Backend {
 CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& options,
                          const KvRotations* rotations)
     : config_(weights.config),
+      shard_plan_(make_shard_plan(weights.config, rank_and_world(options).second,
+                                  rank_and_world(options).first)),
+      shard_(shard_config(weights.config, shard_plan_)),
       kv_(options.kv),
-      layout_(make_page_layout(options.kv, weights.config.num_kv_heads, weights.config.head_dim)),
-      band_layout_(options.kv.has_band() ? make_band_layout(options.kv, weights.config.num_kv_heads,
-                                                            weights.config.head_dim)
-                                         : PageLayout{}),
+      layout_(make_page_layout(options.kv, shard_.num_kv_heads, shard_.head_dim)),
+      band_layout_(options.kv.has_band()
+                       ? make_band_layout(options.kv, shard_.num_kv_heads, shard_.head_dim)
+                       : PageLayout{}),
       capacity_(options.capacity) {
-  check_supported(config_, kv_);
+  check_supported(shard_, kv_);
   require(cuda_device_count() > 0, "--device cuda: no CUDA device is present");
+  // Joined first: the ranks arrive together, before each spends its time on the weights.
+  if (options.gpu_group && shard_plan_.world_size > 1) {
+    group_ = std::make_unique<NcclGroup>(*options.gpu_group);
+  } else if (shard_plan_.world_size > 1) {
+    group_ = std::make_unique<HostCollectives>(*options.communicator);
+  }
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   for (cudaEvent_t& event : logit_events_) {
     check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
   }
-  weights_ = upload_weights(weights, rotations);
+  weights_ = upload_weights(weights, rotations, shard_plan_);
   pages_.emplace(layout_, config_.num_layers, capacity_);
   q8_scales_ = make_q8_scale_table();
   require(!(kv_.key_error_feedback || kv_.value_error_feedback) || rotations != nullptr,
           "error feedback needs the oscar method's rotations file");
-  if (kv_.key_error_feedback) upload(key_feedback_factors(*rotations), key_feedback_);
-  if (kv_.value_error_feedback)
-    upload(value_feedback_factors(weights, *rotations), value_feedback_);
+  if (kv_.key_error_feedback) {
+    upload(key_feedback_factors(shard_rotations(*rotations, shard_plan_)), key_feedback_);
+  }
+  if (kv_.value_error_feedback) {
+    upload(shard_per_kv_head(value_feedback_factors(weights, *rotations), config_.num_layers,
+                             config_.num_kv_heads, shard_plan_),
+           value_feedback_);
+  }
   gemm_ = std::make_unique<Gemm>(stream_);
-  plan_shape_.num_kv_heads = config_.num_kv_heads;
-  plan_shape_.group = config_.group_size();
-  plan_shape_.fast_decode = decode_attention_supports(layout_, int(config_.group_size()));
+  plan_shape_.num_kv_heads = shard_.num_kv_heads;
+  plan_shape_.group = shard_.group_size();
+  plan_shape_.fast_decode = decode_attention_supports(layout_, int(shard_.group_size()));
   // KIVI's per-channel keys stay on the float kernel, which also takes the decode rows the decode
   // kernel does not.
   plan_shape_.tensor_core_prefill = plan_shape_.fast_decode && !layout_.keys_per_channel;
@@ -203,7 +238,19 @@ std::string CudaBackend::device_name() const {
   cudaDeviceProp properties{};
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
-  return fmt::format("cuda ({}, sm_{}{})", properties.name, properties.major, properties.minor);
+  const std::string name =
+      fmt::format("cuda ({}, sm_{}{})", properties.name, properties.major, properties.minor);
+  if (shard_plan_.world_size == 1) return name;
+  return fmt::format("{}, tensor-parallel rank {} of {} on GPU {}", name, shard_plan_.rank,
+                     shard_plan_.world_size, device);
+}
+
+void CudaBackend::synchronize(const char* what) {
+  if (group_) {
+    group_->synchronize(stream_, what);
+  } else {
+    check(cudaStreamSynchronize(stream_), what);
+  }
 }
 
 void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logits,
@@ -214,8 +261,8 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
   const int64_t logit_rows = int64_t(plan.logit_rows.size());
   bool moved = step_.upload(plan, stream_);
   moved |= workspace_.reserve(
-      config_, rows, logit_rows,
-      plan.partial_records * partial_record_floats(int(config_.group_size()), config_.head_dim));
+      shard_, rows, logit_rows, config_.vocab_size,
+      plan.partial_records * partial_record_floats(int(shard_.group_size()), shard_.head_dim));
   moved |= host_logits_.reserve(
       size_t(logit_rows * config_.vocab_size));  // a graph's copies write there
   if (moved) graphs_.clear();
@@ -236,7 +283,8 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
   sizes.band_migrate_bound = int64_t(plan.band_migrate.size());
   sizes.key_groups = int64_t(plan.key_groups.size());
   sizes.migrate_first = plan.migrations_read_earlier_steps;
-  const bool graph = observer == nullptr && plan.decode_only && plan_shape_.fast_decode;
+  const bool graph = observer == nullptr && plan.decode_only && plan_shape_.fast_decode &&
+                     (!group_ || group_->capturable());
   phases_.start(!graph);
   if (graph) {
     // The recorded launches must serve every later step of this batch size.
@@ -249,7 +297,7 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
   } else {
     enqueue_step(sizes, observer);
   }
-  check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(forward)");
+  synchronize("cudaStreamSynchronize(forward)");
   phases_.finish();
   logits.values =
       std::span<const float>(host_logits_.data(), size_t(logit_rows * config_.vocab_size));
@@ -258,14 +306,19 @@ void CudaBackend::forward(std::span<const SequenceStep> steps, StepLogits& logit
 }
 
 void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* observer) {
-  const ModelConfig& c = config_;
+  const ModelConfig& c = shard_;
   const int64_t rows = sizes.rows;
   const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
   const float eps = float(c.block.rms_norm_eps);
   Workspace& w = workspace_;
   const int step_interval = phases_.begin(ForwardPhase::total, stream_);
-  launch_embedding(step_.tokens(), rows, weights_.embedding.data(), c.hidden_size, w.hidden.data(),
-                   stream_);
+  launch_embedding(step_.tokens(), rows, weights_.embedding.data(), shard_plan_.first_vocab,
+                   shard_plan_.vocab_size, c.hidden_size, w.hidden.data(), stream_);
+  // Row-parallel outputs (the vocab-parallel embedding, o and down) are partial sums on each rank.
+  auto all_reduce = [&](float* values) {
+    if (group_) group_->all_reduce_sum(values, rows * c.hidden_size, stream_);
+  };
+  all_reduce(w.hidden.data());
   // One launch instead of one per layer: a small launch per layer was a measurable share of a
   // decode step. (On a second stream beside the first layer's work it made the INT2 steps slower.)
   const int first_migration = phases_.begin(ForwardPhase::kv_write, stream_);
@@ -311,6 +364,7 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
     phases_.end(attention, stream_);
     const int o_product = phases_.begin(ForwardPhase::linear, stream_);
     gemm_->linear(w.attention.data(), rows, lw.o.data(), c.hidden_size, c.q_dim(), w.delta.data());
+    all_reduce(w.delta.data());
     phases_.end(o_product, stream_);
     launch_add_rms_norm(w.hidden.data(), w.delta.data(), nullptr, rows, c.hidden_size,
                         lw.post_attention_norm.data(), eps, w.normed.data(), stream_);
@@ -319,6 +373,7 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
                          c.hidden_size, w.gate_up.data(), w.activation.data());
     gemm_->linear(w.activation.data(), rows, lw.down.data(), c.hidden_size, c.intermediate_size,
                   w.delta.data());
+    all_reduce(w.delta.data());
     phases_.end(mlp_products, stream_);
   }
   launch_add_rms_norm(w.hidden.data(), w.delta.data(), step_.logit_rows(), sizes.logit_rows,
@@ -339,6 +394,10 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
 // the LM head's slices).
 void CudaBackend::enqueue_logits(int64_t logit_rows) {
   if (logit_rows == 0) return;
+  if (group_) {
+    enqueue_gathered_logits(logit_rows);
+    return;
+  }
   const int64_t vocab = config_.vocab_size, hidden = config_.hidden_size;
   const int64_t bytes = logit_rows * vocab * int64_t(sizeof(float));
   const int slices = int(std::clamp<int64_t>(bytes / kLogitSliceBytes, 1, kMaxLogitSlices));
@@ -358,6 +417,26 @@ void CudaBackend::enqueue_logits(int64_t logit_rows) {
   check(cudaEventRecord(logit_events_[kMaxLogitSlices], copy_stream_), "cudaEventRecord(logits)");
   check(cudaStreamWaitEvent(stream_, logit_events_[kMaxLogitSlices]),
         "cudaStreamWaitEvent(logits)");
+}
+
+// Vocab-parallel LM head: each rank computes its slice of the vocabulary into its part of the
+// gather buffer, an all-gather joins the parts ([rank][rows][slice]), and each part is copied into
+// its columns of the host's [rows][vocab]. Every rank returns the same logits: ranks run as
+// threads (tests, benches) each pick the next token themselves.
+void CudaBackend::enqueue_gathered_logits(int64_t logit_rows) {
+  const int64_t vocab = config_.vocab_size, slice = shard_.vocab_size;
+  const int64_t part = logit_rows * slice;
+  float* gathered = workspace_.logits.data();
+  gemm_->linear(workspace_.normed_logits.data(), logit_rows, weights_.output_matrix(), slice,
+                config_.hidden_size, gathered + shard_plan_.rank * part);
+  group_->all_gather(gathered, part, stream_);
+  for (int r = 0; r < shard_plan_.world_size; ++r) {
+    check(cudaMemcpy2DAsync(host_logits_.data() + r * slice, size_t(vocab) * sizeof(float),
+                            gathered + r * part, size_t(slice) * sizeof(float),
+                            size_t(slice) * sizeof(float), size_t(logit_rows),
+                            cudaMemcpyDeviceToHost, stream_),
+          "cudaMemcpy2DAsync(logits)");
+  }
 }
 
 void CudaBackend::enqueue_migration(int64_t first_layer, int64_t layers, const LaunchSizes& sizes) {
@@ -386,21 +465,21 @@ KvMigrateArgs CudaBackend::migration_args(int64_t first_layer, int64_t layers, b
   migrate.tasks = band ? step_.band_migrate() : step_.migrate();
   migrate.key_groups = step_.key_groups();
   migrate.counts = step_.counts();
-  migrate.num_kv_heads = int(config_.num_kv_heads);
+  migrate.num_kv_heads = int(shard_.num_kv_heads);
   migrate.q8_scales = q8_scales_.data();
   if (band) return migrate;
   migrate.clip_ratio_k = kv_.clip_ratio_k;
   migrate.clip_ratio_v = kv_.clip_ratio_v;
   migrate.clip_search = kv_.clip_search;
   const int64_t first_factor =
-      first_layer * config_.num_kv_heads * config_.head_dim * config_.head_dim;
+      first_layer * shard_.num_kv_heads * shard_.head_dim * shard_.head_dim;
   if (key_feedback_.size() > 0) migrate.key_feedback = key_feedback_.data() + first_factor;
   if (value_feedback_.size() > 0) migrate.value_feedback = value_feedback_.data() + first_factor;
   return migrate;
 }
 
 void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
-  const ModelConfig& c = config_;
+  const ModelConfig& c = shard_;
   AttentionArgs args;
   args.layout = layout_;
   args.sink_tokens = kv_.sink_tokens;
@@ -438,6 +517,9 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
 
 // The observer reads post-RoPE q, k, v before any KV rotation: the q|k|v rows, split per part.
 void CudaBackend::observe(int64_t layer, int64_t rows, ActivationObserver& observer) {
+  require(shard_plan_.world_size == 1,
+          "activation observers (calibration, attention error) run with one rank, not {}",
+          shard_plan_.world_size);
   const ModelConfig& c = config_;
   const int64_t pitch = (c.q_dim() + 2 * c.kv_dim()) * int64_t(sizeof(float));
   std::vector<float> q(size_t(rows * c.q_dim())), k(size_t(rows * c.kv_dim())),
@@ -457,7 +539,7 @@ void CudaBackend::observe(int64_t layer, int64_t rows, ActivationObserver& obser
 }
 
 void CudaBackend::fill_kv_with_noise(uint64_t seed) {
-  for (int64_t layer = 0; layer < config_.num_layers; ++layer) {
+  for (int64_t layer = 0; layer < shard_.num_layers; ++layer) {
     launch_fill_kv_noise(*pages_, layer, layout_, band_layout_, capacity_, seed + uint64_t(layer),
                          stream_);
   }
@@ -473,6 +555,18 @@ int cuda_device_count() {
     return 0;
   }
   return count;
+}
+
+void use_cuda_device(int index) {
+  const int count = cuda_device_count();
+  require(index >= 0 && index < count,
+          "tensor-parallel local rank {} needs GPU {} of this node, which has {} GPU{}", index,
+          index, count, count == 1 ? "" : "s");
+  check(cudaSetDevice(index), "cudaSetDevice");
+}
+
+UniqueId make_cuda_group_id() {
+  return make_nccl_unique_id();
 }
 
 int64_t cuda_free_bytes() {

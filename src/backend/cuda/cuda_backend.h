@@ -5,13 +5,18 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "parallel/gpu_group.h"
 
 namespace oscar {
 
 struct ModelWeights;
 struct KvRotations;
 
-int cuda_device_count();    // 0 when no driver or device is present
+int cuda_device_count();  // 0 when no driver or device is present
+// The calling thread's device: `index` of cuda_device_count(), or Error naming it.
+void use_cuda_device(int index);
+// A tensor-parallel group's NCCL unique id (rank 0 makes it; Error when built without NCCL).
+UniqueId make_cuda_group_id();
 int64_t cuda_free_bytes();  // free memory of the current device
 
 std::unique_ptr<Backend> make_cuda_backend(const ModelWeights& weights,

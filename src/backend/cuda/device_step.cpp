@@ -84,7 +84,7 @@ bool DeviceStep::upload(const StepPlan& plan, cudaStream_t stream) {
 }
 
 bool Workspace::reserve(const ModelConfig& c, int64_t rows, int64_t logit_rows,
-                        int64_t partial_floats) {
+                        int64_t logit_columns, int64_t partial_floats) {
   const size_t r = size_t(rows), l = size_t(logit_rows);
   bool moved = false;
   moved |= reserve_grown(hidden, r * size_t(c.hidden_size));
@@ -92,7 +92,7 @@ bool Workspace::reserve(const ModelConfig& c, int64_t rows, int64_t logit_rows,
   moved |= reserve_grown(qkv, r * size_t(c.q_dim() + 2 * c.kv_dim()));
   moved |= reserve_grown(rotated_queries, r * size_t(c.q_dim()));
   moved |= reserve_grown(gate_up, r * size_t(2 * c.intermediate_size));
-  moved |= reserve_grown(logits, l * size_t(c.vocab_size));
+  moved |= reserve_grown(logits, l * size_t(logit_columns));
   moved |= reserve_grown(partials, size_t(partial_floats));
   moved |= reserve_grown(normed, r * size_t(c.hidden_size));
   moved |= reserve_grown(attention, r * size_t(c.q_dim()));

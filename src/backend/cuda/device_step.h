@@ -66,16 +66,20 @@ struct Workspace {
   DeviceBuffer<float> delta;            // [rows][hidden], a block's output before the residual add
   DeviceBuffer<float> qkv;              // [rows][q_dim + 2 kv_dim]
   DeviceBuffer<float> rotated_queries;  // [rows][q_dim]
-  DeviceBuffer<float> gate_up;   // [rows][2 intermediate] (gate_up_layout.h), more than 32 rows
-  DeviceBuffer<float> logits;    // the LM head's slices of the vocabulary, each [logit rows][width]
-  DeviceBuffer<float> partials;  // attention partial records
+  DeviceBuffer<float> gate_up;  // [rows][2 intermediate] (gate_up_layout.h), more than 32 rows
+  // The LM head's slices of the vocabulary, each [logit rows][width]; with tensor parallelism the
+  // ranks' slices gathered, in rank order.
+  DeviceBuffer<float> logits;
+  DeviceBuffer<float> partials;               // attention partial records
   DeviceBuffer<__nv_bfloat16> normed;         // [rows][hidden]
   DeviceBuffer<__nv_bfloat16> attention;      // [rows][q_dim]
   DeviceBuffer<__nv_bfloat16> activation;     // [rows][intermediate]
   DeviceBuffer<__nv_bfloat16> normed_logits;  // [logit rows][hidden]
 
-  // Grows to hold a step; returns true when a buffer moved.
-  bool reserve(const ModelConfig& config, int64_t rows, int64_t logit_rows, int64_t partial_floats);
+  // Grows to hold a step of `config`'s shapes (a rank's share), `logit_columns` logits a row (the
+  // whole vocabulary); returns true when a buffer moved.
+  bool reserve(const ModelConfig& config, int64_t rows, int64_t logit_rows, int64_t logit_columns,
+               int64_t partial_floats);
 };
 
 }  // namespace oscar::cuda

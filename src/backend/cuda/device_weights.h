@@ -8,6 +8,7 @@
 
 #include "backend/cuda/device_buffer.h"
 #include "model/model_weights.h"
+#include "parallel/shard_plan.h"
 #include "quant/kv_rotations.h"
 
 namespace oscar::cuda {
@@ -24,7 +25,7 @@ struct DeviceLayerWeights {
 
 struct DeviceWeights {
   std::vector<DeviceLayerWeights> layers;
-  DeviceBuffer<__nv_bfloat16> embedding;  // [vocab][hidden]
+  DeviceBuffer<__nv_bfloat16> embedding;  // [vocab][hidden], the plan's rows of it
   DeviceBuffer<__nv_bfloat16> lm_head;    // empty when tied to the embedding
   DeviceBuffer<float> final_norm;
   DeviceBuffer<float> inverse_frequencies;  // head_dim / 2
@@ -35,7 +36,10 @@ struct DeviceWeights {
   size_t matrix_bytes() const;  // bytes a decode step reads (layers' matrices and the LM head)
 };
 
-// `rotations` may be null (no key rotation, no folding).
-DeviceWeights upload_weights(const ModelWeights& weights, const KvRotations* rotations);
+// `plan`'s share of the weights (all of them with one rank): the rank's query and KV heads, MLP
+// channels and vocabulary rows (parallel/shard_plan.h). `rotations` (the whole model's) may be
+// null: no key rotation, no folding.
+DeviceWeights upload_weights(const ModelWeights& weights, const KvRotations* rotations,
+                             const ShardPlan& plan);
 
 }  // namespace oscar::cuda

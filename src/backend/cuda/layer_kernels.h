@@ -12,9 +12,11 @@
 
 namespace oscar::cuda {
 
-// embedding.cu: hidden[r] = float(embedding[tokens[r]]).
+// embedding.cu: hidden[r] = float(embedding[tokens[r] - first_token]), or zeros when the token lies
+// outside the table's rows [first_token, first_token + table_rows) (a vocab-parallel share).
 void launch_embedding(const int32_t* tokens, int64_t rows, const __nv_bfloat16* embedding,
-                      int64_t hidden_size, float* hidden, cudaStream_t stream);
+                      int64_t first_token, int64_t table_rows, int64_t hidden_size, float* hidden,
+                      cudaStream_t stream);
 
 // rms_norm.cu: for each output row i (source row `row_map[i]`, or i when row_map is null):
 // hidden[src] += delta[src] when delta is given, then out[i] = bf16(weight * hidden *

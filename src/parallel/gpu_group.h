@@ -1,0 +1,24 @@
+#pragma once
+// What a rank of a tensor-parallel job on GPUs needs to join its group: the CUDA backend makes an
+// NCCL communicator from rank 0's unique id (backend/cuda/nccl_group.h). The ranks meet through
+// the TCP bootstrap first (tcp_bootstrap.h), which carries the id.
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include "parallel/tcp_bootstrap.h"
+
+namespace oscar {
+
+struct GpuGroup {
+  int rank = 0;
+  int world_size = 1;
+  UniqueId unique_id{};  // rank 0's ncclUniqueId, the same bytes on every rank
+  // The longest the group waits for a peer: joining, and a step's collectives.
+  std::chrono::milliseconds timeout = std::chrono::seconds(120);
+  // Asked while the rank waits for its GPU: why a peer failed (it left, or reported an error),
+  // or empty while every peer is alive. Null: no peer is watched (ranks as threads of a test).
+  std::function<std::string()> peer_failure;
+};
+
+}  // namespace oscar

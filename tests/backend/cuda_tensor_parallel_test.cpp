@@ -1,0 +1,225 @@
+// The CUDA backend split over tensor-parallel ranks: the ranks are threads of this process, joined
+// by NCCL with one GPU each (backend/gpu_rank_threads.h), or through host memory on one GPU
+// (cuda/host_collectives.h). Their logits equal one GPU's within the tolerance of summing the
+// row-parallel products' halves in another order, and their greedy continuations are the same
+// tokens: on the testbed (2 KV heads: split at tp 2, replicated at tp 4) for every KV format, and
+// on Qwen3-8B's shape with random weights. The NCCL cases skip without 2 (tp 2) or 4 (tp 4) GPUs.
+#include <gtest/gtest.h>
+
+#ifdef OSCAR_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/gpu_rank_threads.h"
+#include "backend/sequence_runner.h"
+#include "model/model_weights.h"
+#include "parallel/in_process_communicator.h"
+#include "support/logit_checks.h"
+#include "support/test_paths.h"
+#include "support/testbed.h"
+#include "support/testbed_rotations.h"
+#include "util/error.h"
+
+namespace oscar {
+namespace cuda_tensor_parallel_test {
+namespace {
+
+struct FormatCase {
+  const char* name;
+  KvDtype dtype;
+  KvMethod method;
+  int group;
+  int64_t band_tokens = 0;
+  // Max |tp - one GPU| / max |one GPU| over every position's logits. The ranks add their halves of
+  // the o and down products in float32 after bf16 products, one GPU adds them inside one product:
+  // a last-bit difference in the residual stream, which a bf16 activation or a 2-bit code can
+  // round to its neighbour (OSCAR's error feedback carries a flipped code along the row).
+  double tolerance = 2e-2;
+};
+
+BackendOptions options_for(const FormatCase& f) {
+  BackendOptions options;
+  options.device = DeviceKind::cuda;
+  options.kv.dtype = f.dtype;
+  options.kv.method = f.method;
+  options.kv.group_size = f.group;
+  options.kv.sink_tokens = 16;
+  options.kv.recent_tokens = 48;
+  options.kv.page_size_tokens = 32;
+  options.kv.band_tokens = f.band_tokens;
+  if (f.method == KvMethod::oscar) {
+    options.kv.rotations_path = testing::testbed_random_rotations_file();
+    options.kv.key_error_feedback = true;
+    options.kv.value_error_feedback = true;
+  }
+  options.capacity = {96, 96, f.band_tokens > 0 ? 96 : 0};
+  return options;
+}
+
+std::vector<int32_t> greedy(Backend& backend, const std::vector<int32_t>& prompt, int count) {
+  const KvCacheConfig& kv = backend.kv_config();
+  KvPagePools pools(backend.kv_capacity());
+  SequencePages pages;
+  StepLogits logits;
+  std::vector<int32_t> generated, next = prompt;
+  for (int i = 0; i <= count; ++i) {
+    require(pages.reserve(int64_t(next.size()), kv, pools), "greedy: the KV pool is too small");
+    const SequenceStep step{next, &pages, false};
+    backend.forward({&step, 1}, logits);
+    pages.commit(int64_t(next.size()), kv, pools);
+    if (i == count) break;
+    const float* row = logits.row(0);
+    generated.push_back(int32_t(std::max_element(row, row + logits.vocab_size) - row));
+    next = {generated.back()};
+  }
+  return generated;
+}
+
+struct RunResult {
+  std::vector<float> logits;    // every position's, prefilled in chunks
+  std::vector<int32_t> greedy;  // the continuation of the first 40 tokens
+};
+
+RunResult run(Backend& backend, const std::vector<int32_t>& tokens) {
+  RunResult result;
+  result.logits = run_sequence(backend, tokens, {.chunk_tokens = 45, .all_logits = true});
+  result.greedy = greedy(backend, {tokens.begin(), tokens.begin() + 40}, 24);
+  return result;
+}
+
+// How the ranks meet: NCCL, one GPU a rank; or host memory (HostCollectives), every rank on the
+// current GPU, which tests the shards' arithmetic where one GPU is all there is.
+enum class Transport { nccl, host };
+
+// Each rank's result, the ranks as threads.
+std::vector<RunResult> run_ranks(const ModelWeights& weights, const BackendOptions& options, int tp,
+                                 Transport transport, const std::vector<int32_t>& tokens) {
+  std::vector<RunResult> results(static_cast<size_t>(tp));
+  if (transport == Transport::nccl) {
+    run_gpu_ranks_as_threads(tp, [&](const GpuGroup& group) {
+      BackendOptions rank_options = options;
+      rank_options.gpu_group = group;
+      const auto backend = make_backend(weights, rank_options);
+      results[size_t(group.rank)] = run(*backend, tokens);
+    });
+    return results;
+  }
+  InProcessGroup group(tp);
+  std::vector<std::string> errors(static_cast<size_t>(tp));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < tp; ++rank) {
+    threads.emplace_back([&, rank] {
+      try {
+        const auto communicator = group.communicator(rank);
+        BackendOptions rank_options = options;
+        rank_options.communicator = communicator.get();
+        const auto backend = make_backend(weights, rank_options);
+        results[size_t(rank)] = run(*backend, tokens);
+      } catch (const std::exception& e) {
+        errors[size_t(rank)] = e.what();
+        group.abort(fmt::format("rank {} failed", rank));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const std::string& error : errors) EXPECT_EQ(error, "");
+  return results;
+}
+
+void expect_ranks_match(const ModelWeights& weights, const BackendOptions& options,
+                        const std::string& name, double tolerance) {
+  // Past sink + window + band: every quantized format writes and reads its codes.
+  const auto tokens = testing::validation_byte_tokens(200);
+  const RunResult one = run(*make_backend(weights, options), tokens);
+  for (const Transport transport : {Transport::host, Transport::nccl}) {
+    const char* over = transport == Transport::nccl ? "nccl" : "host";
+    for (const int tp : {2, 4}) {
+      if (transport == Transport::nccl && cuda_device_count() < tp) {
+        std::printf("[ %s ] tp %d over nccl skipped: %d GPU(s)\n", name.c_str(), tp,
+                    cuda_device_count());
+        continue;
+      }
+      const std::vector<RunResult> ranks = run_ranks(weights, options, tp, transport, tokens);
+      const double difference = testing::max_relative_difference(one.logits, ranks[0].logits);
+      std::printf("[ %s ] tp %d over %s: max relative logit difference %.3g\n", name.c_str(), tp,
+                  over, difference);
+      EXPECT_LT(difference, tolerance) << name << " tp " << tp << " over " << over;
+      EXPECT_EQ(ranks[0].greedy, one.greedy) << name << " tp " << tp << " over " << over;
+      for (int r = 1; r < tp; ++r) {
+        EXPECT_EQ(ranks[size_t(r)].logits, ranks[0].logits)
+            << name << " tp " << tp << " over " << over << " rank " << r;
+      }
+    }
+  }
+}
+
+class CudaTensorParallel : public ::testing::TestWithParam<FormatCase> {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_P(CudaTensorParallel, RanksGiveOneGpusLogitsAndGreedyTokens) {
+  const FormatCase f = GetParam();
+  expect_ranks_match(testing::testbed_weights(), options_for(f), f.name, f.tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Formats, CudaTensorParallel,
+    ::testing::Values(FormatCase{"bf16", KvDtype::bf16, KvMethod::naive, 128},
+                      FormatCase{"int2_quarot", KvDtype::int2, KvMethod::quarot, 128},
+                      FormatCase{"int4_quarot", KvDtype::int4, KvMethod::quarot, 64},
+                      FormatCase{"int2_quarot_band", KvDtype::int2, KvMethod::quarot, 64, 48},
+                      FormatCase{"int2_oscar_band", KvDtype::int2, KvMethod::oscar, 128, 48, 5e-2}),
+    [](const auto& case_info) { return std::string(case_info.param.name); });
+
+// Qwen3-8B's block (32 query heads, 8 KV heads, hidden 4096, MLP 12288) with random weights: two
+// of its 36 layers and a vocabulary of 16384 keep the test's memory and time small.
+TEST(CudaTensorParallelShapes, Qwen3_8bShapeWithRandomWeights) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  ModelConfig config =
+      load_model_config(testing::source_dir() + "/models/hf-configs/qwen3-8b.json");
+  config.num_layers = 2;
+  config.vocab_size = 16384;
+  const ModelWeights weights = make_random_model(config, 5);
+  for (const FormatCase f :
+       {FormatCase{"qwen3-8b bf16", KvDtype::bf16, KvMethod::naive, 128},
+        FormatCase{"qwen3-8b int2_quarot", KvDtype::int2, KvMethod::quarot, 128}}) {
+    expect_ranks_match(weights, options_for(f), f.name, f.tolerance);
+  }
+}
+
+// A rank that fails before its first collective ends the others' waits with an error instead of
+// leaving them in NCCL's kernels.
+TEST(CudaTensorParallelShapes, FailedRankEndsTheOthers) {
+  if (cuda_device_count() < 2) GTEST_SKIP() << "tensor parallelism needs 2 GPUs";
+  const BackendOptions options = options_for({"bf16", KvDtype::bf16, KvMethod::naive, 128});
+  const auto tokens = testing::validation_byte_tokens(64);
+  try {
+    run_gpu_ranks_as_threads(
+        2,
+        [&](const GpuGroup& group) {
+          BackendOptions rank_options = options;
+          rank_options.gpu_group = group;
+          const auto backend = make_backend(testing::testbed_weights(), rank_options);
+          if (group.rank == 1) fail("rank 1 stops here");
+          run_sequence(*backend, tokens, {.chunk_tokens = 64});
+        },
+        std::chrono::seconds(60));
+    FAIL() << "a failed rank went unnoticed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 stops here"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace cuda_tensor_parallel_test
+}  // namespace oscar
+
+#endif  // OSCAR_HAVE_CUDA
