@@ -35,11 +35,18 @@ struct FormatCase {
   KvMethod method;
   int group;
   int64_t band_tokens = 0;
-  // Max |tp - one GPU| / max |one GPU| over every position's logits. The ranks add their halves of
-  // the o and down products in float32 after bf16 products, one GPU adds them inside one product:
-  // a last-bit difference in the residual stream, which a bf16 activation or a 2-bit code can
-  // round to its neighbour (OSCAR's error feedback carries a flipped code along the row).
-  double tolerance = 2e-2;
+
+  // The ranks add their halves of the o and down products in float32 after bf16 products, one GPU
+  // adds them inside one product: a last-bit difference in the residual stream. With a bf16 cache
+  // the logits stay within 2e-2 of their range (4e-3 to 5e-3 measured). A 2- or 4-bit code rounds
+  // such a difference to its neighbour now and then (OSCAR's error feedback carries it along the
+  // row), which moves single logits by up to 0.2 of the range, as between the GPU and the CPU
+  // (cuda_backend_test.cpp): quantized caches are held to the perplexity and the argmax instead,
+  // and the elementwise bound guards against gross errors (a rank reading another head's pages).
+  bool quantized() const { return dtype != KvDtype::bf16; }
+  double max_difference() const { return quantized() ? 0.3 : 2e-2; }
+  double ppl_tolerance() const { return method == KvMethod::oscar ? 0.015 : 0.01; }
+  double min_argmax_agreement() const { return method == KvMethod::oscar ? 0.92 : 0.95; }
 };
 
 BackendOptions options_for(const FormatCase& f) {
@@ -132,27 +139,35 @@ std::vector<RunResult> run_ranks(const ModelWeights& weights, const BackendOptio
 }
 
 void expect_ranks_match(const ModelWeights& weights, const BackendOptions& options,
-                        const std::string& name, double tolerance) {
-  // Past sink + window + band: every quantized format writes and reads its codes.
-  const auto tokens = testing::validation_byte_tokens(200);
+                        const FormatCase& f, const std::vector<int32_t>& tokens) {
+  const int64_t vocab = weights.config.vocab_size;
   const RunResult one = run(*make_backend(weights, options), tokens);
+  const double ppl_one = testing::perplexity(one.logits, tokens, vocab);
   for (const Transport transport : {Transport::host, Transport::nccl}) {
     const char* over = transport == Transport::nccl ? "nccl" : "host";
     for (const int tp : {2, 4}) {
       if (transport == Transport::nccl && cuda_device_count() < tp) {
-        std::printf("[ %s ] tp %d over nccl skipped: %d GPU(s)\n", name.c_str(), tp,
-                    cuda_device_count());
+        std::printf("[ %s ] tp %d over nccl skipped: %d GPU(s)\n", f.name, tp, cuda_device_count());
         continue;
       }
       const std::vector<RunResult> ranks = run_ranks(weights, options, tp, transport, tokens);
-      const double difference = testing::max_relative_difference(one.logits, ranks[0].logits);
-      std::printf("[ %s ] tp %d over %s: max relative logit difference %.3g\n", name.c_str(), tp,
-                  over, difference);
-      EXPECT_LT(difference, tolerance) << name << " tp " << tp << " over " << over;
-      EXPECT_EQ(ranks[0].greedy, one.greedy) << name << " tp " << tp << " over " << over;
+      const std::vector<float>& logits = ranks[0].logits;
+      const double difference = testing::max_relative_difference(one.logits, logits);
+      const double ppl = testing::perplexity(logits, tokens, vocab);
+      const double agreement = testing::argmax_agreement(one.logits, logits, vocab);
+      std::printf(
+          "[ %s ] tp %d over %s: max relative logit difference %.3g, perplexity %.4f (one GPU "
+          "%.4f), argmax agreement %.4f\n",
+          f.name, tp, over, difference, ppl, ppl_one, agreement);
+      EXPECT_LT(difference, f.max_difference()) << f.name << " tp " << tp << " over " << over;
+      if (f.quantized()) {
+        EXPECT_NEAR(ppl / ppl_one, 1.0, f.ppl_tolerance()) << f.name << " tp " << tp;
+        EXPECT_GE(agreement, f.min_argmax_agreement()) << f.name << " tp " << tp;
+      }
+      EXPECT_EQ(ranks[0].greedy, one.greedy) << f.name << " tp " << tp << " over " << over;
       for (int r = 1; r < tp; ++r) {
-        EXPECT_EQ(ranks[size_t(r)].logits, ranks[0].logits)
-            << name << " tp " << tp << " over " << over << " rank " << r;
+        EXPECT_EQ(ranks[size_t(r)].logits, logits)
+            << f.name << " tp " << tp << " over " << over << " rank " << r;
       }
     }
   }
@@ -167,7 +182,9 @@ class CudaTensorParallel : public ::testing::TestWithParam<FormatCase> {
 
 TEST_P(CudaTensorParallel, RanksGiveOneGpusLogitsAndGreedyTokens) {
   const FormatCase f = GetParam();
-  expect_ranks_match(testing::testbed_weights(), options_for(f), f.name, f.tolerance);
+  // Past sink + window + band: every quantized format writes and reads its codes.
+  expect_ranks_match(testing::testbed_weights(), options_for(f), f,
+                     testing::testbed_text_tokens(200));
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -176,7 +193,7 @@ INSTANTIATE_TEST_SUITE_P(
                       FormatCase{"int2_quarot", KvDtype::int2, KvMethod::quarot, 128},
                       FormatCase{"int4_quarot", KvDtype::int4, KvMethod::quarot, 64},
                       FormatCase{"int2_quarot_band", KvDtype::int2, KvMethod::quarot, 64, 48},
-                      FormatCase{"int2_oscar_band", KvDtype::int2, KvMethod::oscar, 128, 48, 5e-2}),
+                      FormatCase{"int2_oscar_band", KvDtype::int2, KvMethod::oscar, 128, 48}),
     [](const auto& case_info) { return std::string(case_info.param.name); });
 
 // Qwen3-8B's block (32 query heads, 8 KV heads, hidden 4096, MLP 12288) with random weights: two
@@ -191,7 +208,7 @@ TEST(CudaTensorParallelShapes, Qwen3_8bShapeWithRandomWeights) {
   for (const FormatCase f :
        {FormatCase{"qwen3-8b bf16", KvDtype::bf16, KvMethod::naive, 128},
         FormatCase{"qwen3-8b int2_quarot", KvDtype::int2, KvMethod::quarot, 128}}) {
-    expect_ranks_match(weights, options_for(f), f.name, f.tolerance);
+    expect_ranks_match(weights, options_for(f), f, testing::validation_byte_tokens(200));
   }
 }
 
