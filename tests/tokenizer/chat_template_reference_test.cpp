@@ -3,6 +3,7 @@
 // tools/chat_reference/make_reference.mjs), byte for byte.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <filesystem>
 #include <map>
 
@@ -86,6 +87,47 @@ TEST(ChatTemplateReference, RendersEveryCaseAsHuggingFaceDoes) {
   EXPECT_EQ(per_template.size(), 5u);
   std::printf("%zu of %zu renderings byte-identical, %zu refused as the reference refuses\n",
               matched, root["cases"].size(), refused);
+}
+
+// The built-in Mistral layout (for checkpoints without a template) against the real template's
+// renderings of every case without tools: the same text but the <s> the tokenizer adds, and the
+// same refusals.
+TEST(ChatTemplateReference, BuiltInMistralLayoutRendersAsTheTemplateDoes) {
+  const ordered_json root = ordered_json::parse(read_file(reference_dir() + "/renderings.json"));
+  const ChatTemplate builtin = ChatTemplate::builtin(chat_format_for("MistralForCausalLM"));
+  EXPECT_EQ(builtin.description(), "built-in Mistral");
+  size_t compared = 0, refused = 0;
+  for (const ordered_json& c : root["cases"]) {
+    if (c["template"] != "mistral-v0.3" || !c["tools"].is_null()) continue;
+    const std::string label =
+        c["name"].get<std::string>() +
+        (c["add_generation_prompt"].get<bool>() ? " (generation prompt)" : "");
+    ChatRenderOptions options;
+    options.add_generation_prompt = c["add_generation_prompt"];
+    options.continue_final_message = c["continue_final_message"];
+    if (c.contains("error")) {
+      try {
+        builtin.render(c["messages"], options);
+        ADD_FAILURE() << label << ": rendered";
+      } catch (const Error& error) {
+        std::string expected = c["error"];
+        expected[0] = char(std::tolower(static_cast<unsigned char>(expected[0])));
+        EXPECT_NE(std::string(error.what()).find(expected.substr(0, expected.size() - 1)),
+                  std::string::npos)
+            << label << ": " << error.what();
+      }
+      ++refused;
+      continue;
+    }
+    const std::string reference = c["rendered"];
+    ASSERT_EQ(reference.rfind("<s>", 0), 0u) << label;
+    EXPECT_EQ(builtin.render(c["messages"], options), reference.substr(3)) << label;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 24u);
+  EXPECT_EQ(refused, 6u);
+  const ordered_json tool_message = ordered_json::parse(R"([{"role": "tool", "content": "x"}])");
+  EXPECT_THROW(builtin.render(tool_message, {}), Error);
 }
 
 TEST(ChatTemplateReference, ErrorsNameTheTemplateLineOrTheMessage) {
