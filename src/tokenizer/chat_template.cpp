@@ -82,7 +82,9 @@ std::string render_builtin(ChatFormat format, const ordered_json& messages,
 ChatTemplate ChatTemplate::builtin(ChatFormat format) {
   ChatTemplate chat;
   chat.builtin_format_ = format;
-  chat.source_name_ = format == ChatFormat::chatml ? "built-in ChatML" : "built-in Llama 3";
+  chat.source_name_ = format == ChatFormat::chatml   ? "built-in ChatML"
+                      : format == ChatFormat::llama3 ? "built-in Llama 3"
+                                                     : "built-in Mistral";
   return chat;
 }
 

@@ -70,6 +70,9 @@ TEST(JinjaTemplate, RendersTheLanguageChatTemplatesUse) {
       {"{% for x in [] %}a{% else %}empty{% endfor %}", "empty"},
       {"{{ messages | selectattr('role', 'equalto', 'user') | map(attribute='content') | join }}",
        " hi "},
+      // Dicts compare by value, as in Python (Mistral's `message == user_messages[-1]`).
+      {"{{ messages[0] == {'role': 'user', 'content': ' hi '} }}{{ messages[0] == messages[1] }}",
+       "TrueFalse"},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(render(c.source, context), c.expected) << c.source;

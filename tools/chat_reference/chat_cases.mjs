@@ -155,3 +155,60 @@ export const llamaCases = [
     tools: [search],
   },
 ];
+
+// Mistral v0.3's template: tool call ids of exactly 9 characters, the system prompt prepended to
+// the final user message, and roles that must alternate.
+export const mistralCases = [
+  {
+    name: 'tool call and result, 9-character ids',
+    messages: [
+      { role: 'system', content: 'Answer with tools.' },
+      { role: 'user', content: 'Weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [call('call00001', 'get_weather', { city: 'Paris', unit: 'celsius' })] },
+      { role: 'tool', tool_call_id: 'call00001', content: '{"temperature": 21.5, "sky": "clear"}' },
+    ],
+    tools: [weather],
+  },
+  {
+    name: 'two tool calls, two results, then an answer and a new question',
+    messages: [
+      { role: 'user', content: 'Weather in Rome and news about it?' },
+      {
+        role: 'assistant',
+        content: '',
+        tool_calls: [call('aaaaaaaa1', 'get_weather', '{"city": "Rome"}'), call('bbbbbbbb2', 'search', { q: 'Rome news' })],
+      },
+      { role: 'tool', tool_call_id: 'aaaaaaaa1', content: 'Sunny' },
+      { role: 'tool_results', tool_call_id: 'bbbbbbbb2', content: 'Nothing new' },
+      { role: 'assistant', content: '  Sunny, and no news.  ' },
+      { role: 'user', content: 'Thanks! And «Zürich»? 😀' },
+    ],
+    tools: [weather, search],
+  },
+  {
+    name: 'system dropped when an assistant message is last',
+    messages: [
+      { role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: '\n Hello! \t' },
+    ],
+  },
+  {
+    name: 'a tool call id of the wrong length is refused',
+    messages: [
+      { role: 'user', content: 'Weather?' },
+      { role: 'assistant', tool_calls: [call('short', 'get_weather', { city: 'Oslo' })] },
+    ],
+    tools: [weather],
+  },
+  { name: 'two user messages in a row are refused', messages: [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }] },
+  { name: 'an assistant message first is refused', messages: [{ role: 'assistant', content: 'a' }, { role: 'user', content: 'b' }] },
+  {
+    name: 'a system message later is refused',
+    messages: [{ role: 'user', content: 'a' }, { role: 'system', content: 'b' }],
+  },
+  {
+    name: 'system only',
+    messages: [{ role: 'system', content: 'Nothing else.' }],
+  },
+];

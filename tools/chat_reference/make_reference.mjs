@@ -1,7 +1,8 @@
-// Writes models/reference-chat: what the Hugging Face JS libraries make of the real Qwen3 and
-// Llama 3.1 files, for oscar's tests to compare with byte for byte.
+// Writes models/reference-chat: what the Hugging Face JS libraries make of the real Qwen3,
+// Llama 3.1 and Mistral files, for oscar's tests to compare with byte for byte.
 //
-//   renderings.json     the chat templates of qwen3/, qwen3-thinking/, llama-3.1/ and llama-3/
+//   renderings.json     the chat templates of qwen3/, qwen3-thinking/, llama-3.1/, llama-3/ and
+//                       mistral-v0.3/
 //                       rendered by @huggingface/jinja (transformers.js's renderer)
 //   tokenizer-ids.json.xz   text lines and their ids from @huggingface/transformers' tokenizers
 //   *-tokenizer.json.xz     the real tokenizer.json, its vocabulary and merges cut to those the
@@ -19,7 +20,7 @@ import path from 'node:path';
 import { Template } from '@huggingface/jinja';
 import { AutoTokenizer, env } from '@huggingface/transformers';
 
-import { cases, llamaCases } from './chat_cases.mjs';
+import { cases, llamaCases, mistralCases } from './chat_cases.mjs';
 import { textLines } from './text_lines.mjs';
 
 const repo = process.argv[2];
@@ -46,7 +47,7 @@ function renderings() {
   // Each folder is a model directory as oscar reads it: chat_template.jinja, else
   // tokenizer_config.json's chat_template; the special tokens from tokenizer_config.json.
   const templates = {};
-  for (const name of ['qwen3', 'qwen3-thinking', 'llama-3.1', 'llama-3']) {
+  for (const name of ['qwen3', 'qwen3-thinking', 'llama-3.1', 'llama-3', 'mistral-v0.3']) {
     const dir = path.join(out, name);
     const configFile = path.join(dir, 'tokenizer_config.json');
     const config = fs.existsSync(configFile) ? readJson(configFile) : {};
@@ -59,7 +60,8 @@ function renderings() {
     const template = new Template(t.source);
     // Llama 3's template predates tool calling: it gets the plain conversations only.
     const plain = (c) => !c.tools && c.messages.every((m) => typeof m.content === 'string');
-    const all = name === 'llama-3.1' ? [...cases, ...llamaCases] : name === 'llama-3' ? cases.filter(plain) : cases;
+    const extra = { 'llama-3.1': llamaCases, 'mistral-v0.3': mistralCases };
+    const all = name === 'llama-3' ? cases.filter(plain) : [...cases, ...(extra[name] ?? [])];
     for (const c of all) {
       for (const addGenerationPrompt of c.continue_final_message ? [false] : [true, false]) {
         const context = {
