@@ -66,6 +66,8 @@ class Backend {
   // Runs one step. `observer`, when given, sees every layer's attention inputs.
   virtual void forward(std::span<const SequenceStep> steps, StepLogits& logits,
                        ActivationObserver* observer = nullptr) = 0;
+  // Why this backend can run no more steps (a tensor-parallel rank failed or left), or empty.
+  virtual std::string failure() const { return {}; }
 };
 
 enum class DeviceKind { cpu, cuda };

@@ -28,6 +28,7 @@ class TensorParallelLeader final : public Backend {
   KvPageCounts kv_capacity() const override { return inner_->kv_capacity(); }
   void forward(std::span<const SequenceStep> steps, StepLogits& logits,
                ActivationObserver* observer) override;
+  std::string failure() const override { return failure_; }
 
  private:
   std::unique_ptr<RankLinks> links_;

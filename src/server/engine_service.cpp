@@ -208,6 +208,7 @@ void EngineService::publish_snapshot() {
   int64_t recent = 0;
   for (const auto& [time, count] : recent_tokens_) recent += count;
   const std::lock_guard lock(mutex_);
+  snapshot_.backend_failure = engine_->backend().failure();
   snapshot_.running = int64_t(scheduler.running().size());
   snapshot_.waiting = int64_t(scheduler.waiting().size());
   snapshot_.full_pages_used = pools.full.used_pages();

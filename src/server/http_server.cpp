@@ -199,8 +199,16 @@ void HttpServer::register_routes() {
                  res.set_content(to_json_text({{"object", "list"}, {"data", json::array({model})}}),
                                  "application/json");
                });
-  server_->Get("/health", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("{\"status\":\"ok\"}", "application/json");
+  // 503 once the backend can run no more steps (a tensor-parallel rank died), as vLLM's /health
+  // fails when its engine is dead, so that an orchestrator restarts the replica.
+  server_->Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const std::string failure = service_.snapshot().backend_failure;
+    if (failure.empty()) {
+      res.set_content("{\"status\":\"ok\"}", "application/json");
+      return;
+    }
+    res.status = 503;
+    res.set_content(to_json_text({{"status", "error"}, {"error", failure}}), "application/json");
   });
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.render(service_.snapshot(), model_.name), "text/plain; version=0.0.4");

@@ -38,6 +38,7 @@ struct EngineSnapshot {
   int64_t preemptions = 0;
   double tokens_per_second = 0;  // generated, over the last 10 s
   std::string kv_description;
+  std::string backend_failure;  // Backend::failure(): the server can run no more steps
 };
 
 class ServerMetrics {

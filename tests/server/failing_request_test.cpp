@@ -59,5 +59,30 @@ TEST(FailingRequest, EndsWithAnErrorWhileTheOthersGoOn) {
   EXPECT_EQ(idle.quantized_pages_used, 0);
 }
 
+// A backend that can run no more steps (a tensor-parallel rank died) fails the requests in flight
+// and later ones with its error, and /health says so with 503, while the server stays up.
+TEST(FailingRequest, DeadBackendFailsHealth) {
+  TestServerOptions options;
+  options.failing_token = kFailingToken;
+  options.failing_token_is_fatal = true;
+  TestServer server(options);
+  ASSERT_EQ(server.client().Get("/health")->status, 200);
+  nlohmann::json at_fault = greedy_body("", 4);
+  at_fault["prompt"] = {1, 2, kFailingToken, 3};
+  at_fault["stream"] = false;
+  at_fault.erase("stream_options");
+  const httplib::Result failed =
+      server.client().Post("/v1/completions", at_fault.dump(), "application/json");
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, 500);
+  const StreamedResponse after = server.stream(distinct_prompts(1)[0], 4);
+  EXPECT_FALSE(after.ok());
+  EXPECT_NE(after.error.find("the group ended"), std::string::npos) << after.error;
+  const httplib::Result health = server.client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_NE(health->body.find("a step holds token 7777"), std::string::npos) << health->body;
+}
+
 }  // namespace
 }  // namespace oscar::testing

@@ -51,8 +51,8 @@ TestServer::TestServer(TestServerOptions options) : api_key_(options.api_key) {
   http.max_request_bytes = options.max_request_bytes;
   std::unique_ptr<Backend> model_backend = make_backend(testbed(), backend);
   if (options.failing_token >= 0) {
-    model_backend =
-        std::make_unique<FailingBackend>(std::move(model_backend), options.failing_token);
+    model_backend = std::make_unique<FailingBackend>(
+        std::move(model_backend), options.failing_token, options.failing_token_is_fatal);
   }
   server_ = std::make_unique<BackgroundServer>(
       std::make_unique<Engine>(std::move(model_backend), &tokenizer(), engine),

@@ -27,6 +27,7 @@ struct TestServerOptions {
   std::string api_key;
   size_t max_request_bytes = 1u << 20;
   int32_t failing_token = -1;  // >= 0: every step holding this token fails (FailingBackend)
+  bool failing_token_is_fatal = false;  // ... and every step after it, as a dead rank's group
 };
 
 class TestServer {
