@@ -104,12 +104,12 @@ StepResult time_steps(Backend& backend, int64_t context, int64_t batch, int64_t 
   return r;
 }
 
-// One rank's runs of every cache. With tensor parallelism the ranks are threads, one a GPU, that
+// One rank's runs of one cache. With tensor parallelism the ranks are threads, one a GPU, that
 // run the same steps in lockstep (their collectives meet inside each step); rank 0 prints and
 // records the rows.
-void run_rank(const BenchDecodeStepOptions& o, const ModelWeights& weights,
-              const std::vector<KvCacheConfig>& caches, const GpuDescription& gpu,
-              const std::optional<GpuGroup>& group, std::vector<nlohmann::json>& rows) {
+void run_rank(const BenchDecodeStepOptions& o, const ModelWeights& weights, const KvCacheConfig& kv,
+              const GpuDescription& gpu, const std::optional<GpuGroup>& group,
+              std::vector<nlohmann::json>& rows) {
   const ModelConfig& config = weights.config;
   const int tp = group ? group->world_size : 1;
   const bool leader = !group || group->rank == 0;
@@ -119,98 +119,94 @@ void run_rank(const BenchDecodeStepOptions& o, const ModelWeights& weights,
   const int64_t rank_kv_heads = make_shard_plan(config, tp, 0).num_kv_heads;
   const std::vector<int64_t> contexts = parse_int_list(o.contexts),
                              batches = parse_int_list(o.batches);
-  for (const KvCacheConfig& kv : caches) {
-    const PageLayout layout = make_page_layout(kv, rank_kv_heads, config.head_dim);
-    // Every page the runs below need, allocated once: the largest batch of the longest context that
-    // fits (pool_bytes(n): n sequences and the one fill chunk).
-    const int64_t budget =
-        cuda_free_bytes() -
-        (matrix_bytes(config) + config.vocab_size * config.hidden_size * 2) / tp -
-        (int64_t(6) << 30);  // weights, workspace and cuBLAS
-    const int64_t longest =
-        std::max(*std::max_element(contexts.begin(), contexts.end()), o.max_batch_context);
-    auto pool_bytes = [&](int64_t sequences) {
-      return bytes_per_layer(bench_pool_capacity(kv, longest + o.steps + 4, sequences), layout) *
-             config.num_layers;
-    };
-    const int64_t max_sequences =
-        std::max<int64_t>(0, (budget - pool_bytes(0)) / (pool_bytes(1) - pool_bytes(0)));
-    BackendOptions options;
-    options.device = DeviceKind::cuda;
-    options.kv = kv;
-    options.capacity =
-        bench_pool_capacity(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
-    options.gpu_group = group;
-    auto backend = make_backend(weights, options);
-    fill_kv_cache_with_noise(*backend, 3);
-    say(fmt::format("{}: room for {} sequences of {} tokens{}", describe(kv), max_sequences,
-                    longest, tp > 1 ? fmt::format(" on each of {} ranks", tp) : ""));
-    for (const int64_t context : contexts) {
-      for (const int64_t batch : batches) {
-        // The pages of `distinct` sequences, and each sharing sequence's own pages past the shared
-        // ones, which the fill chunk's pages (free once the sequences are filled) hold first.
-        auto fits = [&](int64_t distinct) {
-          KvPageCounts need = bench_pool_capacity(kv, context + o.steps + 4, distinct);
-          const int64_t own_pages = (batch - distinct) * ((o.steps + 4) / kv.page_size_tokens + 2);
-          need.full += std::max<int64_t>(0, own_pages - kFillChunkTokens / kv.page_size_tokens);
-          return bytes_per_layer(need, layout) <= bytes_per_layer(options.capacity, layout);
-        };
-        const bool may_share = !kv.quantized() && batch > 1;
-        const int64_t distinct =
-            may_share && (o.share_pages || !fits(batch)) ? (batch + 1) / 2 : batch;
-        if (!fits(distinct)) {
-          say(fmt::format(
-              "  context {:>7} batch {:>3}: skipped, {:.1f} GB of pages do not fit", context, batch,
-              double(
-                  bytes_per_layer(bench_pool_capacity(kv, context + o.steps + 4, batch), layout) *
-                  config.num_layers) /
-                  1e9));
-          continue;
-        }
-        const StepResult r =
-            time_steps(*backend, context, batch, distinct, o.steps, gpu.copy_gbps, tp);
+  const PageLayout layout = make_page_layout(kv, rank_kv_heads, config.head_dim);
+  // Every page the runs below need, allocated once: the largest batch of the longest context that
+  // fits (pool_bytes(n): n sequences and the one fill chunk).
+  const int64_t budget = cuda_free_bytes() -
+                         (matrix_bytes(config) + config.vocab_size * config.hidden_size * 2) / tp -
+                         (int64_t(6) << 30);  // weights, workspace and cuBLAS
+  const int64_t longest =
+      std::max(*std::max_element(contexts.begin(), contexts.end()), o.max_batch_context);
+  auto pool_bytes = [&](int64_t sequences) {
+    return bytes_per_layer(bench_pool_capacity(kv, longest + o.steps + 4, sequences), layout) *
+           config.num_layers;
+  };
+  const int64_t max_sequences =
+      std::max<int64_t>(0, (budget - pool_bytes(0)) / (pool_bytes(1) - pool_bytes(0)));
+  BackendOptions options;
+  options.device = DeviceKind::cuda;
+  options.kv = kv;
+  options.capacity =
+      bench_pool_capacity(kv, longest + o.steps + 4, std::max<int64_t>(1, max_sequences));
+  options.gpu_group = group;
+  auto backend = make_backend(weights, options);
+  fill_kv_cache_with_noise(*backend, 3);
+  say(fmt::format("{}: room for {} sequences of {} tokens{}", describe(kv), max_sequences, longest,
+                  tp > 1 ? fmt::format(" on each of {} ranks", tp) : ""));
+  for (const int64_t context : contexts) {
+    for (const int64_t batch : batches) {
+      // The pages of `distinct` sequences, and each sharing sequence's own pages past the shared
+      // ones, which the fill chunk's pages (free once the sequences are filled) hold first.
+      auto fits = [&](int64_t distinct) {
+        KvPageCounts need = bench_pool_capacity(kv, context + o.steps + 4, distinct);
+        const int64_t own_pages = (batch - distinct) * ((o.steps + 4) / kv.page_size_tokens + 2);
+        need.full += std::max<int64_t>(0, own_pages - kFillChunkTokens / kv.page_size_tokens);
+        return bytes_per_layer(need, layout) <= bytes_per_layer(options.capacity, layout);
+      };
+      const bool may_share = !kv.quantized() && batch > 1;
+      const int64_t distinct =
+          may_share && (o.share_pages || !fits(batch)) ? (batch + 1) / 2 : batch;
+      if (!fits(distinct)) {
         say(fmt::format(
-            "  context {:>7} batch {:>3}: step {:8.3f} ms, floor {:8.3f} ms ({:.2f}x), {:.0f} "
-            "tokens/s{}",
-            context, batch, r.step_ms, r.floor_ms, r.step_ms / r.floor_ms,
-            double(batch) / r.step_ms * 1e3,
-            distinct < batch ? fmt::format(" (pages of {} sequences shared pairwise)", distinct)
-                             : ""));
-        if (!leader) continue;
-        rows.push_back({{"kernel", "decode_step"},
-                        {"kv", std::string(to_string(kv.dtype))},
-                        {"kv_config", describe(kv)},
-                        {"model", o.model},
-                        {"tensor_parallel_size", tp},
-                        {"context", context},
-                        {"batch", batch},
-                        {"time_us", r.step_ms * 1e3},
-                        {"bytes", r.bytes},
-                        {"floor_us", r.floor_ms * 1e3},
-                        {"floor_ratio", r.step_ms / r.floor_ms},
-                        {"tokens_per_s", double(batch) / r.step_ms * 1e3},
-                        {"distinct_sequences", distinct}});
+            "  context {:>7} batch {:>3}: skipped, {:.1f} GB of pages do not fit", context, batch,
+            double(bytes_per_layer(bench_pool_capacity(kv, context + o.steps + 4, batch), layout) *
+                   config.num_layers) /
+                1e9));
+        continue;
       }
-    }
-    if (o.max_batch_context > 0 && max_sequences > 0) {
-      const StepResult r = time_steps(*backend, o.max_batch_context, max_sequences, max_sequences,
-                                      o.steps, gpu.copy_gbps, tp);
-      say(fmt::format("  max batch at context {}: {} sequences, step {:.3f} ms, {:.0f} tokens/s",
-                      o.max_batch_context, max_sequences, r.step_ms,
-                      double(max_sequences) / r.step_ms * 1e3));
+      const StepResult r =
+          time_steps(*backend, context, batch, distinct, o.steps, gpu.copy_gbps, tp);
+      say(fmt::format(
+          "  context {:>7} batch {:>3}: step {:8.3f} ms, floor {:8.3f} ms ({:.2f}x), {:.0f} "
+          "tokens/s{}",
+          context, batch, r.step_ms, r.floor_ms, r.step_ms / r.floor_ms,
+          double(batch) / r.step_ms * 1e3,
+          distinct < batch ? fmt::format(" (pages of {} sequences shared pairwise)", distinct)
+                           : ""));
       if (!leader) continue;
-      rows.push_back({{"kernel", "max_batch_decode"},
+      rows.push_back({{"kernel", "decode_step"},
                       {"kv", std::string(to_string(kv.dtype))},
                       {"kv_config", describe(kv)},
                       {"model", o.model},
                       {"tensor_parallel_size", tp},
-                      {"context", o.max_batch_context},
-                      {"batch", max_sequences},
+                      {"context", context},
+                      {"batch", batch},
                       {"time_us", r.step_ms * 1e3},
                       {"bytes", r.bytes},
                       {"floor_us", r.floor_ms * 1e3},
-                      {"tokens_per_s", double(max_sequences) / r.step_ms * 1e3}});
+                      {"floor_ratio", r.step_ms / r.floor_ms},
+                      {"tokens_per_s", double(batch) / r.step_ms * 1e3},
+                      {"distinct_sequences", distinct}});
     }
+  }
+  if (o.max_batch_context > 0 && max_sequences > 0) {
+    const StepResult r = time_steps(*backend, o.max_batch_context, max_sequences, max_sequences,
+                                    o.steps, gpu.copy_gbps, tp);
+    say(fmt::format("  max batch at context {}: {} sequences, step {:.3f} ms, {:.0f} tokens/s",
+                    o.max_batch_context, max_sequences, r.step_ms,
+                    double(max_sequences) / r.step_ms * 1e3));
+    if (!leader) return;
+    rows.push_back({{"kernel", "max_batch_decode"},
+                    {"kv", std::string(to_string(kv.dtype))},
+                    {"kv_config", describe(kv)},
+                    {"model", o.model},
+                    {"tensor_parallel_size", tp},
+                    {"context", o.max_batch_context},
+                    {"batch", max_sequences},
+                    {"time_us", r.step_ms * 1e3},
+                    {"bytes", r.bytes},
+                    {"floor_us", r.floor_ms * 1e3},
+                    {"tokens_per_s", double(max_sequences) / r.step_ms * 1e3}});
   }
 }
 
@@ -232,11 +228,14 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
       bench_kv_configs(o.kv_dtypes, parse_param_format(o.scale_format), o.band_tokens,
                        config.head_dim, rotations.path);
   std::vector<nlohmann::json> rows;
-  if (tp == 1) {
-    run_rank(o, weights, caches, gpu, std::nullopt, rows);
-  } else {
-    run_gpu_ranks_as_threads(
-        tp, [&](const GpuGroup& group) { run_rank(o, weights, caches, gpu, group, rows); });
+  for (const KvCacheConfig& kv : caches) {
+    if (tp == 1) {
+      run_rank(o, weights, kv, gpu, std::nullopt, rows);
+    } else {
+      // A group (and its NCCL id) for each cache's backends: an id makes one communicator.
+      run_gpu_ranks_as_threads(
+          tp, [&](const GpuGroup& group) { run_rank(o, weights, kv, gpu, group, rows); });
+    }
   }
   write_rows(o.json_path, gpu, rows);
 }

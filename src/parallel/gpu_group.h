@@ -13,7 +13,7 @@ namespace oscar {
 struct GpuGroup {
   int rank = 0;
   int world_size = 1;
-  UniqueId unique_id{};  // rank 0's ncclUniqueId, the same bytes on every rank
+  UniqueId unique_id{};  // rank 0's ncclUniqueId, the same bytes on every rank; it makes one group
   // The longest the group waits for a peer: joining, and a step's collectives.
   std::chrono::milliseconds timeout = std::chrono::seconds(120);
   // Asked while the rank waits for its GPU: why a peer failed (it left, or reported an error),

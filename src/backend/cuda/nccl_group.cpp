@@ -68,7 +68,7 @@ NcclGroup::~NcclGroup() {
 }
 
 void NcclGroup::fail_group(const std::string& cause) {
-  if (comm_->comm != nullptr) ncclCommAbort(comm_->comm);  // NCCL's kernels return
+  if (comm_->comm != nullptr) ncclCommAbort(comm_->comm);
   comm_->comm = nullptr;
   failure_ = cause;
   fail("tensor-parallel rank {}: {}", options_.rank, cause);

@@ -3,8 +3,8 @@
 // collectives run on the backend's stream (and so inside its captured graphs). NCCL's kernels wait
 // for their peers without end, so every wait for the stream goes through synchronize(), which
 // watches the peers (GpuGroup::peer_failure), NCCL's own errors and the group's timeout, and on a
-// failure aborts the communicator (its kernels return) and throws Error naming the cause. After
-// that the group is unusable and every later call throws the same error.
+// failure aborts the communicator and throws Error naming the cause. After that the group is
+// unusable and every later call throws the same error.
 #include <cuda_runtime.h>
 
 #include <cstdint>
