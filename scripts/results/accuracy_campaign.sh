@@ -89,11 +89,11 @@ jobs() {
   nearest="--no-kv-key-error-feedback --no-kv-value-error-feedback"
   echo "oscar-g128-published-rowquantile-f32 ppl --kv-preset oscar-published --kv-rotations $rotations"
   echo "oscar-g128-published-rowquantile-f32-pt ppl --kv-preset oscar-published $published_files"
-  echo "oscar-g128-published-rowquantile-f16 ppl $published --kv-scale-format f16 $nearest"
   echo "oscar-g64-published-rowquantile-f16 ppl ${published/group-size 128/group-size 64} --kv-scale-format f16 $nearest"
   for text in "" "unseen-"; do
     file=""; [[ -n $text ]] && file="--text $unseen"
     [[ -n $text ]] && echo "${text}oscar-g128-published-rowquantile-f32 ppl $file --kv-preset oscar-published --kv-rotations $rotations"
+    echo "${text}oscar-g128-published-rowquantile-f16 ppl $file $published --kv-scale-format f16 $nearest"
     echo "${text}oscar-g128-rowquantile-f32-lloydmax ppl $file $published --kv-scale-format f32 --kv-lloyd-max"
     echo "${text}oscar-g128-rowquantile-f32-feedback ppl $file $published --kv-scale-format f32"
   done

@@ -2,10 +2,12 @@
 """Turns the accuracy campaign's JSON results (scripts/results/accuracy_campaign.sh) into
 docs/results/README.md and docs/results/perplexity.svg.
 
-    usage: scripts/results/make_report.py [RAW_DIR] [OUT_DIR] [CUDA_RAW_DIR]
+    usage: scripts/results/make_report.py [RAW_DIR] [OUT_DIR] [CUDA_RAW_DIR] [CUDA_PUBLISHED_DIR]
 
 RAW_DIR holds the CPU backend's results (the reference); CUDA_RAW_DIR, where present, the same
-campaign run on the CUDA backend, shown beside them so the two backends can be compared.
+campaign run on the CUDA backend, shown beside them so the two backends can be compared;
+CUDA_PUBLISHED_DIR the published recipe's jobs run on the CUDA backend (its own calibration, its
+needles), shown in that section's CUDA columns.
 
 Perplexity is deterministic for a given build, text and rotations file, so the spread reported
 beside each method is the one that decides rankings: the standard error, over the windows, of the
@@ -22,6 +24,7 @@ from pathlib import Path
 RAW = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/results/raw")
 OUT = Path(sys.argv[2] if len(sys.argv) > 2 else "docs/results")
 CUDA_RAW = Path(sys.argv[3] if len(sys.argv) > 3 else "docs/results/raw-cuda")
+CUDA_PUBLISHED = Path(sys.argv[4] if len(sys.argv) > 4 else "docs/results/raw-cuda-published")
 METHODS = ["oscar", "quarot", "kivi", "naive"]
 COLORS = {"oscar": "#1b7837", "quarot": "#2166ac", "kivi": "#b2182b", "naive": "#777777"}
 
@@ -31,8 +34,10 @@ def load(name, raw=RAW):
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def load_cuda(name):
-    return load(name, CUDA_RAW)
+def load_cuda(name, raw=None):
+    """A CUDA result from `raw` when given and there, else from CUDA_RAW (the bf16 references the
+    published folder lacks)."""
+    return (load(name, raw) if raw else None) or load(name, CUDA_RAW)
 
 
 def source_note(folder):
@@ -58,13 +63,14 @@ def ppl_cells(result, reference):
     return f"{result['ppl']:.4f} | {delta:+.2f}% ±{se:.2f}%"
 
 
-def ppl_row(label, name, reference_name="ppl-bf16"):
+def ppl_row(label, name, reference_name="ppl-bf16", cuda_raw=None):
     """CPU and CUDA results of one configuration, each against its own backend's bf16 run."""
-    cpu, cuda = load(name), load_cuda(name)
+    cpu = load(name)
+    cuda = load(name, cuda_raw) if cuda_raw else load_cuda(name)
     bpe = next((r["bpe_128k"] for r in (cpu, cuda) if r is not None), None)
     agreement = f"{100 * (cuda['ppl'] / cpu['ppl'] - 1):+.3f}%" if cpu and cuda else ""
     return (f"| {label} | {ppl_cells(cpu, load(reference_name))} | "
-            f"{ppl_cells(cuda, load_cuda(reference_name))} | {agreement} | "
+            f"{ppl_cells(cuda, load_cuda(reference_name, cuda_raw))} | {agreement} | "
             f"{'' if bpe is None else f'{bpe:.3f}'} |")
 
 
@@ -133,65 +139,83 @@ def published_section(lines):
               "clip 0.96/0.92, f32 scale and zero (2.5 bits per element before the bf16 regions), sink 64, "
               "recent 256, no band, rounded to nearest. Lloyd-Max (`--kv-lloyd-max`): the clipped row "
               "standardised, codes by the thresholds 0 and +-0.981 standard deviations, stored as a uniform grid "
-              "centred on the row mean with a scale of 1.16 standard deviations. All on the CPU backend (the CUDA "
-              "backend refuses these options), with the campaign's rotations file; the `-pt` row reads the same "
-              "rotations converted to the published format (`tools/torch_save_rotations.py convert`).", "",
+              "centred on the row mean with a scale of 1.16 standard deviations. CPU columns: the CPU backend "
+              f"(`{RAW.name}/`) with a rotations file calibrated on the CPU; the `-pt` row reads the same rotations "
+              "converted to the published format (`tools/torch_save_rotations.py convert`). CUDA columns: the "
+              f"CUDA backend (`{CUDA_PUBLISHED.name}/`), which quantizes these modes as the CPU does (the same "
+              "codes and parameters, bit for bit, for the same bf16 inputs: `CudaKvMigrate`), with a rotations "
+              "file calibrated on the GPU: the two files' calibration reports differ in the second and third "
+              "decimals, so \"CUDA vs CPU\" in these tables compares rotations as well as backends.", "",
               "Perplexity on valid.xz:", ""] + PPL_HEADER
-    for name, label in PUBLISHED_PPL:
-        if load(f"ppl-{name}") is not None:
-            lines.append(ppl_row(label, f"ppl-{name}"))
-    lines += ["", "Perplexity on the unseen text:", ""] + PPL_HEADER
-    for name, label in PUBLISHED_PPL:
-        if load(f"ppl-unseen-{name}") is not None:
-            lines.append(ppl_row(label, f"ppl-unseen-{name}", "ppl-unseen-bf16"))
+    for prefix, reference in [("ppl-", "ppl-bf16"), ("ppl-unseen-", "ppl-unseen-bf16")]:
+        if prefix == "ppl-unseen-":
+            lines += ["", "Perplexity on the unseen text:", ""] + PPL_HEADER
+        for name, label in PUBLISHED_PPL:
+            if load(prefix + name) is not None or load(prefix + name, CUDA_PUBLISHED) is not None:
+                lines.append(ppl_row(label, prefix + name, reference, CUDA_PUBLISHED))
     published_niah_table(lines)
     lloyd_max_against_feedback(lines)
-    if (note := RAW / "SOURCE-published.txt").exists():
-        lines += [note.read_text().strip(), ""]
+    for note in (RAW / "SOURCE-published.txt", CUDA_PUBLISHED / "SOURCE.txt"):
+        if note.exists():
+            lines += [note.read_text().strip(), ""]
+
+
+def niah_against_bf16(result, bf16):
+    """Correct answers, the difference to bf16 and the cells (of 40) with bf16's count."""
+    if result is None:
+        return "not run | | "
+    same = sum(a["correct"] == b["correct"] for a, b in zip(result["cells"], bf16["cells"]))
+    return (f"{result['correct']} / {result['total']} ({100 * result['accuracy']:.1f}%) | "
+            f"{result['correct'] - bf16['correct']:+d} | {same}")
 
 
 def published_niah_table(lines):
     """The published recipe's needles beside bf16 and our default: the same 120 prompts (seed 1) each,
     so the difference to bf16 is paired, cell by cell."""
-    bf16 = load("niah-bf16")
-    lines += ["", "Needles (CPU backend, seed 1, the same 120 prompts for every cache):", "",
-              "| cache | CPU correct | vs bf16 | cells (of 40) with bf16's count |", "|---|---:|---:|---:|"]
+    bf16, cuda_bf16 = load("niah-bf16"), load_cuda("niah-bf16", CUDA_PUBLISHED)
+    lines += ["", "Needles (seed 1, the same 120 prompts for every cache):", "",
+              "| cache | CPU correct | vs bf16 | cells (of 40) with bf16's count | CUDA correct | vs bf16 | "
+              "cells (of 40) with bf16's count |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name in ["bf16"] + PUBLISHED_NIAH:
-        if (result := load(f"niah-{name}")) is None:
-            continue
-        same = sum(a["correct"] == b["correct"] for a, b in zip(result["cells"], bf16["cells"]))
-        lines.append(f"| {name} ({result['kv']}) | {result['correct']} / {result['total']} "
-                     f"({100 * result['accuracy']:.1f}%) | {result['correct'] - bf16['correct']:+d} | {same} |")
+        cpu = load(f"niah-{name}")
+        cuda = load(f"niah-{name}", CUDA_PUBLISHED) or (load_cuda("niah-bf16") if name == "bf16" else None)
+        kv = (cpu or cuda)["kv"]
+        lines.append(f"| {name} ({kv}) | {niah_against_bf16(cpu, bf16)} | {niah_against_bf16(cuda, cuda_bf16)} |")
     lines.append("")
 
 
 def lloyd_max_against_feedback(lines):
     """Issue 45's question: under the published clipping and f32 parameters, which wins, Lloyd-Max
-    codes or error feedback, on each test? Perplexity: lower wins, with the paired standard error of
-    their ratio (a difference under two of them is marked as such); needles: more correct answers
-    win (one seed: a few prompts are within its spread)."""
+    codes or error feedback, on each test and backend? Perplexity: lower wins, with the paired
+    standard error of their ratio (a difference under two of them is marked as such); needles: more
+    correct answers win (one seed: a few prompts are within its spread)."""
     names = {"nearest": "oscar-g128-published-rowquantile-f32", "lloyd": "oscar-g128-rowquantile-f32-lloydmax",
              "feedback": "oscar-g128-rowquantile-f32-feedback"}
     lines += ["Lloyd-Max against error feedback, both under the row-quantile clip 0.96/0.92 with f32 parameters "
               "(perplexity against bf16; needles: correct of 120, seed 1):", "",
-              "| test | nearest (the preset) | Lloyd-Max | error feedback | Lloyd-Max vs error feedback | wins |",
-              "|---|---:|---:|---:|---:|---|"]
+              "| test | backend | nearest (the preset) | Lloyd-Max | error feedback | Lloyd-Max vs error feedback | wins |",
+              "|---|---|---:|---:|---:|---:|---|"]
+    backends = [("CPU", lambda name: load(name), lambda name: load(name)),
+                ("CUDA", lambda name: load(name, CUDA_PUBLISHED), lambda name: load_cuda(name, CUDA_PUBLISHED))]
     for test, prefix, reference in [("valid.xz", "ppl-", "ppl-bf16"), ("unseen text", "ppl-unseen-", "ppl-unseen-bf16")]:
-        runs = {key: load(prefix + name) for key, name in names.items()}
-        cells = [f"{paired(run, load(reference))[0]:+.2f}%" if run else "not run" for run in runs.values()]
+        for backend, load_run, load_reference in backends:
+            runs = {key: load_run(prefix + name) for key, name in names.items()}
+            cells = [f"{paired(run, load_reference(reference))[0]:+.2f}%" if run else "not run" for run in runs.values()]
+            verdict = ["", "not run"]
+            if runs["lloyd"] and runs["feedback"]:
+                delta, se = paired(runs["lloyd"], runs["feedback"])
+                winner = "Lloyd-Max" if delta < 0 else "error feedback"
+                verdict = [f"{delta:+.2f}% ±{se:.2f}%", winner if abs(delta) >= 2 * se else f"{winner}, within 2 standard errors"]
+            lines.append(f"| {test} | {backend} | {' | '.join(cells)} | {' | '.join(verdict)} |")
+    for backend, load_run, _ in backends:
+        runs = {key: load_run(f"niah-{name}") for key, name in names.items()}
+        cells = [str(run["correct"]) if run else "not run" for run in runs.values()]
         verdict = ["", "not run"]
         if runs["lloyd"] and runs["feedback"]:
-            delta, se = paired(runs["lloyd"], runs["feedback"])
-            winner = "Lloyd-Max" if delta < 0 else "error feedback"
-            verdict = [f"{delta:+.2f}% ±{se:.2f}%", winner if abs(delta) >= 2 * se else f"{winner}, within 2 standard errors"]
-        lines.append(f"| {test} | {' | '.join(cells)} | {' | '.join(verdict)} |")
-    runs = {key: load(f"niah-{name}") for key, name in names.items()}
-    cells = [str(run["correct"]) if run else "not run" for run in runs.values()]
-    verdict = ["", "not run"]
-    if runs["lloyd"] and runs["feedback"]:
-        delta = runs["lloyd"]["correct"] - runs["feedback"]["correct"]
-        verdict = [f"{delta:+d} prompts", "tie" if delta == 0 else "Lloyd-Max" if delta > 0 else "error feedback"]
-    lines += [f"| needles | {' | '.join(cells)} | {' | '.join(verdict)} |", ""]
+            delta = runs["lloyd"]["correct"] - runs["feedback"]["correct"]
+            verdict = [f"{delta:+d} prompts", "tie" if delta == 0 else "Lloyd-Max" if delta > 0 else "error feedback"]
+        lines.append(f"| needles | {backend} | {' | '.join(cells)} | {' | '.join(verdict)} |")
+    lines.append("")
 
 
 def clip_search_table(lines):
@@ -523,7 +547,7 @@ def main():
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     lines = ["# Accuracy of the INT2 KV cache on the testbed model", "",
              f"Generated by `scripts/results/make_report.py` at commit {commit} on {date.today()} from the JSON "
-             "files in `raw/` and `raw-cuda/`; the table below says which builds made them. Each configuration ran on the CPU backend (the reference, "
+             "files in `raw/`, `raw-cuda/` and `raw-cuda-published/`; the table below says which builds made them. Each configuration ran on the CPU backend (the reference, "
              "`raw/`) and on the CUDA backend on an H100 (`raw-cuda/`) with the same rotations file; "
              "every result is deterministic for a given build, device, text and rotations file.", "",
              "## How to reproduce", "", "```sh",
@@ -544,7 +568,9 @@ def main():
               "| `raw/` | CPU (the reference) | [raw/SOURCE.txt](raw/SOURCE.txt): commits de8d50e, 2d47616, a121d47, "
               "82e3bf2, b7ff5a2; 2026-11-22 to 2026-11-25 |",
               "| `raw-cuda/` | CUDA, NVIDIA H100 80GB HBM3 | [raw-cuda/SOURCE.txt](raw-cuda/SOURCE.txt): commits "
-              "de8d50e, 2d47616, fb38c00, a121d47, d313ce4, b7ff5a2; 2026-11-23 to 2026-11-25 |", ""]
+              "de8d50e, 2d47616, fb38c00, a121d47, d313ce4, b7ff5a2; 2026-11-23 to 2026-11-25 |",
+              "| `raw-cuda-published/` | CUDA, NVIDIA H200 | [raw-cuda-published/SOURCE.txt](raw-cuda-published/SOURCE.txt): "
+              "the published recipe's jobs, commit 5ca0320, 2026-11-28 |", ""]
     seed_counts = niah_seed_counts()
     target_summary(lines, seed_counts)
     lines += ["## Perplexity on valid.xz", "", "![perplexity increase](perplexity.svg)", ""]

@@ -32,16 +32,6 @@ std::optional<KvRotations> rotations_for(const ModelWeights& weights, const KvCa
   return load_kv_rotations(kv.rotations_path, model_fingerprint(weights));
 }
 
-// The CUDA write and read kernels implement oscar's own quantizer; the published one's options run
-// on the CPU reference only, and are refused rather than replaced.
-void require_cuda_quantizer(const KvCacheConfig& kv) {
-  const char* only_cpu = "is implemented by the CPU backend only (--device cpu)";
-  require(kv.param_format != ParamFormat::f32, "--kv-scale-format f32 {}", only_cpu);
-  require(kv.clip_mode == ClipMode::range_scale, "--kv-clip-mode {} (the published clipping) {}",
-          to_string(kv.clip_mode), only_cpu);
-  require(!kv.lloyd_max, "--kv-lloyd-max {}", only_cpu);
-}
-
 }  // namespace
 
 bool cuda_available() {
@@ -85,7 +75,6 @@ DeviceKind default_device() {
 
 std::unique_ptr<Backend> make_backend(const ModelWeights& weights, const BackendOptions& options) {
   validate(options.kv, weights.config.head_dim);
-  if (options.device == DeviceKind::cuda) require_cuda_quantizer(options.kv);
   const std::optional<KvRotations> rotations = rotations_for(weights, options.kv);
   const KvRotations* rotation_pointer = rotations ? &*rotations : nullptr;
   if (options.device == DeviceKind::cuda) {

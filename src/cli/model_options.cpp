@@ -89,7 +89,7 @@ void add_model_options(CLI::App& command, ModelOptions& o) {
       ->capture_default_str();
   command.add_option("--kv-scale-format", o.kv_scale_format,
                      "storage of group scale and zero: f16, bf16 (4 bytes), q8 (2 bytes) or f32 (8 "
-                     "bytes, CPU only); default q8 for oscar, f16 otherwise");
+                     "bytes); default q8 for oscar, f16 otherwise");
   command.add_option("--kv-clip-k", o.kv_clip_k, "key clip ratio (default 0.84 for oscar, else 1)");
   command.add_option("--kv-clip-v", o.kv_clip_v,
                      "value clip ratio (default 0.92 for oscar, else 1)");

@@ -52,21 +52,26 @@ struct FormatCase {
   int group;
   double tolerance;  // max relative logit difference
   int64_t band_tokens = 0;
+  // The published quantizer (OSCAR only): its row-quantile clip 0.96/0.92 with these parameters,
+  // rounded to nearest, with error feedback or by its Lloyd-Max codes.
+  enum class Published { no, nearest, feedback, lloyd_max };
+  Published published = Published::no;
+  ParamFormat param_format = ParamFormat::f16;
 
   bool two_bit() const { return dtype == KvDtype::int2; }
+  bool chained() const {
+    return method == KvMethod::oscar &&
+           (published == Published::no || published == Published::feedback);
+  }
   // |ppl_gpu / ppl_cpu - 1| over the 1023 predictions of one sequence. OSCAR's keys and values are
   // rounded with error feedback, channel after channel, so one code flipped by a last-bit
   // difference of a bf16 product changes the codes after it: 0.6-1.2% here with random rotations,
   // where the CPU store and the migration kernel give the same codes for the same inputs
   // (CudaKvMigrate).
-  double ppl_tolerance() const {
-    return method == KvMethod::oscar ? 0.015 : two_bit() ? 0.01 : 0.005;
-  }
+  double ppl_tolerance() const { return chained() ? 0.015 : two_bit() ? 0.01 : 0.005; }
   // Rows whose argmax agrees; real text has near-ties, and INT2 rounding flips 2-4% of them,
   // OSCAR's chained rounding of keys and values 6-7%.
-  double min_argmax_agreement() const {
-    return method == KvMethod::oscar ? 0.92 : two_bit() ? 0.95 : 0.99;
-  }
+  double min_argmax_agreement() const { return chained() ? 0.92 : two_bit() ? 0.95 : 0.99; }
 };
 
 BackendOptions options_for(const FormatCase& f, DeviceKind device) {
@@ -79,10 +84,17 @@ BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   options.kv.recent_tokens = 48;
   options.kv.page_size_tokens = 32;
   options.kv.band_tokens = f.band_tokens;
+  options.kv.param_format = f.param_format;
   if (f.method == KvMethod::oscar) {  // with error feedback, as `oscar` runs it by default
     options.kv.rotations_path = testing::testbed_random_rotations_file();
-    options.kv.key_error_feedback = true;
-    options.kv.value_error_feedback = true;
+    options.kv.key_error_feedback = f.chained();
+    options.kv.value_error_feedback = f.chained();
+  }
+  if (f.published != FormatCase::Published::no) {
+    options.kv.clip_mode = ClipMode::row_quantile;
+    options.kv.clip_ratio_k = 0.96f;
+    options.kv.clip_ratio_v = 0.92f;
+    options.kv.lloyd_max = f.published == FormatCase::Published::lloyd_max;
   }
   options.capacity = {96, 96, f.band_tokens > 0 ? 96 : 0};
   return options;
@@ -291,7 +303,17 @@ INSTANTIATE_TEST_SUITE_P(
         // The 4-bit band behind the window: band pages in migration, decode and prefill.
         FormatCase{"int2_oscar_g128_band40", KvDtype::int2, KvMethod::oscar, 128, 0.3, 40},
         FormatCase{"int4_quarot_g32", KvDtype::int4, KvMethod::quarot, 32, 0.06},
-        FormatCase{"int2_kivi_g32", KvDtype::int2, KvMethod::kivi, 32, 0.3}),
+        FormatCase{"int2_kivi_g32", KvDtype::int2, KvMethod::kivi, 32, 0.3},
+        // The published quantizer: the preset's f32 parameters (read by the float kernel), its
+        // clipping under error feedback, its Lloyd-Max codes.
+        FormatCase{"int2_oscar_g128_published_f32", KvDtype::int2, KvMethod::oscar, 128, 0.3, 0,
+                   FormatCase::Published::nearest, ParamFormat::f32},
+        FormatCase{"int2_oscar_g128_rowquantile_feedback_f32", KvDtype::int2, KvMethod::oscar, 128,
+                   0.3, 0, FormatCase::Published::feedback, ParamFormat::f32},
+        FormatCase{"int2_oscar_g128_lloydmax_f32", KvDtype::int2, KvMethod::oscar, 128, 0.3, 0,
+                   FormatCase::Published::lloyd_max, ParamFormat::f32},
+        FormatCase{"int2_oscar_g64_lloydmax_q8_band40", KvDtype::int2, KvMethod::oscar, 64, 0.3, 40,
+                   FormatCase::Published::lloyd_max, ParamFormat::q8}),
     [](const auto& test_case) { return std::string(test_case.param.name); });
 
 // Calibration's view of a step: every layer's post-RoPE queries and keys (before any KV rotation)

@@ -29,6 +29,10 @@ struct MigrateCase {
   bool key_feedback;
   bool value_feedback;
   int64_t band_tokens = 0;  // > 0: the last band_tokens migrated tokens also get band copies
+  // The published quantizer: rows clamped at the clip ratios' quantiles of their magnitudes, and
+  // with lloyd_max the Lloyd-Max codes (quant/published_quantizer.h).
+  ClipMode clip_mode = ClipMode::range_scale;
+  bool lloyd_max = false;
 };
 
 // Every quantized value of positions [begin, end) of one layer, keys then values per head and
@@ -76,8 +80,11 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   kv.group_size = m.group_size;
   kv.param_format = m.param_format;
   kv.clip_search = m.clip_search;
-  kv.clip_ratio_k = kOscarKeyClip;  // used by the cases without the search
-  kv.clip_ratio_v = kOscarValueClip;
+  kv.clip_mode = m.clip_mode;
+  kv.lloyd_max = m.lloyd_max;
+  // Used by the cases without the search: oscar's ratios, or the published quantiles.
+  kv.clip_ratio_k = m.clip_mode == ClipMode::row_quantile ? 0.96f : kOscarKeyClip;
+  kv.clip_ratio_v = m.clip_mode == ClipMode::row_quantile ? 0.92f : kOscarValueClip;
   kv.key_error_feedback = m.key_feedback;
   kv.value_error_feedback = m.value_feedback;
   kv.sink_tokens = 16;
@@ -168,6 +175,8 @@ TEST_P(CudaKvMigrate, WritesTheCpuStoresCodesAndParameters) {
   args.clip_ratio_k = kv.clip_ratio_k;
   args.clip_ratio_v = kv.clip_ratio_v;
   args.clip_search = kv.clip_search;
+  args.clip_mode = kv.clip_mode;
+  args.lloyd_max = kv.lloyd_max;
   args.q8_scales = d_q8.data();
   args.key_feedback = m.key_feedback ? d_key_factors.data() : nullptr;
   args.value_feedback = m.value_feedback ? d_value_factors.data() : nullptr;
@@ -259,7 +268,29 @@ INSTANTIATE_TEST_SUITE_P(
         MigrateCase{"int2_g128_q8_search", KvDtype::int2, 128, ParamFormat::q8, true, false, false},
         MigrateCase{"int2_g64_f16_clip", KvDtype::int2, 64, ParamFormat::f16, false, false, false},
         MigrateCase{"int4_g32_bf16_key_feedback", KvDtype::int4, 32, ParamFormat::bf16, false, true,
-                    false}),
+                    false},
+        // The published quantizer: its clipping with every parameter format, nearest and with
+        // error feedback, and its Lloyd-Max codes.
+        MigrateCase{"int2_g128_f32_rowquantile", KvDtype::int2, 128, ParamFormat::f32, false, false,
+                    false, 0, ClipMode::row_quantile},  // --kv-preset oscar-published
+        MigrateCase{"int2_g128_f32_rowquantile_feedback", KvDtype::int2, 128, ParamFormat::f32,
+                    false, true, true, 0, ClipMode::row_quantile},
+        MigrateCase{"int2_g128_f16_rowquantile_band", KvDtype::int2, 128, ParamFormat::f16, false,
+                    false, false, 100, ClipMode::row_quantile},
+        MigrateCase{"int2_g64_q8_rowquantile_feedback", KvDtype::int2, 64, ParamFormat::q8, false,
+                    true, true, 0, ClipMode::row_quantile},
+        MigrateCase{"int2_g32_bf16_rowquantile", KvDtype::int2, 32, ParamFormat::bf16, false, false,
+                    false, 0, ClipMode::row_quantile},
+        MigrateCase{"int4_g32_f32_rowquantile_key_feedback", KvDtype::int4, 32, ParamFormat::f32,
+                    false, true, false, 0, ClipMode::row_quantile},
+        MigrateCase{"int2_g128_f32_lloydmax", KvDtype::int2, 128, ParamFormat::f32, false, false,
+                    false, 0, ClipMode::row_quantile, true},
+        MigrateCase{"int2_g64_f16_lloydmax", KvDtype::int2, 64, ParamFormat::f16, false, false,
+                    false, 0, ClipMode::row_quantile, true},
+        MigrateCase{"int2_g128_q8_lloydmax", KvDtype::int2, 128, ParamFormat::q8, false, false,
+                    false, 0, ClipMode::row_quantile, true},
+        MigrateCase{"int2_g32_bf16_lloydmax_band", KvDtype::int2, 32, ParamFormat::bf16, false,
+                    false, false, 100, ClipMode::row_quantile, true}),
     case_name<MigrateCase>);
 
 }  // namespace

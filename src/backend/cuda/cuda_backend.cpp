@@ -209,7 +209,10 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
   gemm_ = std::make_unique<Gemm>(stream_);
   plan_shape_.num_kv_heads = shard_.num_kv_heads;
   plan_shape_.group = shard_.group_size();
-  plan_shape_.fast_decode = decode_attention_supports(layout_, int(shard_.group_size()));
+  // The decode kernel's tiles hold 16-bit or q8 parameter pairs: f32 parameters (the published
+  // serving configuration's) stay on the float kernel, which reads every format.
+  plan_shape_.fast_decode = decode_attention_supports(layout_, int(shard_.group_size())) &&
+                            layout_.param_format != ParamFormat::f32;
   // KIVI's per-channel keys stay on the float kernel, which also takes the decode rows the decode
   // kernel does not.
   plan_shape_.tensor_core_prefill = plan_shape_.fast_decode && !layout_.keys_per_channel;
@@ -471,6 +474,8 @@ KvMigrateArgs CudaBackend::migration_args(int64_t first_layer, int64_t layers, b
   migrate.clip_ratio_k = kv_.clip_ratio_k;
   migrate.clip_ratio_v = kv_.clip_ratio_v;
   migrate.clip_search = kv_.clip_search;
+  migrate.clip_mode = kv_.clip_mode;
+  migrate.lloyd_max = kv_.lloyd_max;
   const int64_t first_factor =
       first_layer * shard_.num_kv_heads * shard_.head_dim * shard_.head_dim;
   if (key_feedback_.size() > 0) migrate.key_feedback = key_feedback_.data() + first_factor;

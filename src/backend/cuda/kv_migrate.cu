@@ -1,7 +1,8 @@
 // Migration of tokens out of the recent window: quantize from the full-precision page into the
 // quantized page. Mirrors CpuKvStore::quantize, quantize_token_groups and quantize_key_channels
-// (backend/cpu/cpu_kv_store.cpp) with the codec of quant/group_codec.cpp (device_codec.cuh):
-// the same bf16 inputs give the same codes and parameters.
+// (backend/cpu/cpu_kv_store.cpp) with the codec of quant/group_codec.cpp (device_codec.cuh) and the
+// published quantizer of quant/published_quantizer.cpp: the same bf16 inputs give the same codes
+// and parameters.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
@@ -9,6 +10,7 @@
 #include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/layer_kernels.h"
 #include "backend/cuda/warp_primitives.cuh"
+#include "quant/published_quantizer.h"
 
 namespace oscar::cuda {
 namespace {
@@ -52,6 +54,81 @@ __device__ DeviceParams choose_params(const float (&x)[N], float lo, float hi, i
   return best;
 }
 
+// clamp_row_at_quantile: the row's magnitude at index int(ratio * D) of their ascending order, and
+// the row clamped to [-t, t] (as std::clamp). The row is N channels in each of `lanes` lanes from
+// `first_lane` (channel row_lane * N + i in x[i]). Each magnitude's rank counts the smaller ones
+// and the equal ones of lower channels, so exactly one has the wanted rank, and its value is the
+// one a sort puts there.
+template <int N>
+__device__ void clamp_row_at_quantile(float (&x)[N], int lanes, int first_lane, int row_lane,
+                                      float ratio) {
+  const int head_dim = lanes * N;
+  const int wanted = min(max(int(double(ratio) * double(head_dim)), 0), head_dim - 1);
+  float magnitude[N];
+  int rank[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    magnitude[i] = fabsf(x[i]);
+    rank[i] = 0;
+  }
+  for (int j = 0; j < lanes; ++j) {
+#pragma unroll
+    for (int k = 0; k < N; ++k) {
+      const float other = __shfl_sync(0xffffffffu, magnitude[k], first_lane + j);
+      const int other_channel = j * N + k;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        rank[i] +=
+            other < magnitude[i] || (other == magnitude[i] && other_channel < row_lane * N + i);
+      }
+    }
+  }
+  float threshold = 0.0f;  // magnitudes are >= 0: the maximum over the lanes is the one found
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if (rank[i] == wanted) threshold = magnitude[i];
+  }
+  threshold = group_reduce(threshold, lanes, [](float a, float b) { return fmaxf(a, b); });
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    x[i] = x[i] < -threshold ? -threshold : (threshold < x[i] ? threshold : x[i]);
+  }
+}
+
+// lloyd_max_row for a row held by a whole warp (lane l: channels 4l..4l+3): the mean and standard
+// deviation summed in channel order in double by every lane, as the CPU sums them; the row's
+// uniform-equivalent grid, and in x each channel's code * scale + zero, from which quantize_code
+// recovers the codes (the CPU's quantize_group does the same). Explicitly rounded operations keep
+// nvcc from fusing what the CPU computes as separate steps.
+__device__ DeviceParams lloyd_max_row(float (&x)[4], ParamFormat format, const float* q8_scales) {
+  double sum = 0.0;
+  for (int j = 0; j < 32; ++j) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sum = __dadd_rn(sum, double(__shfl_sync(0xffffffffu, x[k], j)));
+  }
+  const double mean = sum / double(kHeadDim);
+  double sum_squares = 0.0;
+  for (int j = 0; j < 32; ++j) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const double centred = __dsub_rn(double(__shfl_sync(0xffffffffu, x[k], j)), mean);
+      sum_squares = __dadd_rn(sum_squares, __dmul_rn(centred, centred));
+    }
+  }
+  const double deviation = sqrt(sum_squares / double(kHeadDim));
+  const double half_range = __dmul_rn(1.5 * double(kLloydMaxScaleRatio), deviation);
+  const DeviceParams grid = params_for_range(
+      float(__dsub_rn(mean, half_range)), float(__dadd_rn(mean, half_range)), 2, format, q8_scales);
+  const double threshold = __dmul_rn(double(kLloydMaxThreshold), deviation);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const double centred = __dsub_rn(double(x[i]), mean);
+    const int code = centred < -threshold ? 0 : centred < 0 ? 1 : centred < threshold ? 2 : 3;
+    x[i] = __fadd_rn(__fmul_rn(float(code), grid.scale), grid.zero);
+  }
+  return grid;
+}
+
 // The arenas of layer `layer` of the args' layers.
 __device__ __forceinline__ const std::byte* layer_full_pages(const KvMigrateArgs& args, int layer) {
   return args.full_pages + layer * args.full_layer_bytes;
@@ -75,15 +152,22 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
       (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
   const int32_t target = args.band ? ids.band : ids.quantized;
   const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
-  const float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
-                      __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
+  float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
+                __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
+  // The published clipping clamps the row first, then takes plain min/max per group.
+  float ratio = is_value ? args.clip_ratio_v : args.clip_ratio_k;
+  if (args.clip_mode == ClipMode::row_quantile) {
+    clamp_row_at_quantile(x, 32, 0, lane, ratio);
+    ratio = 1.0f;
+  }
   float lo = fminf(fminf(x[0], x[1]), fminf(x[2], x[3]));
   float hi = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
   lo = group_reduce(lo, lanes_per_group, [](float a, float b) { return fminf(a, b); });
   hi = group_reduce(hi, lanes_per_group, [](float a, float b) { return fmaxf(a, b); });
-  const DeviceParams p = choose_params(x, lo, hi, lanes_per_group, bits,
-                                       is_value ? args.clip_ratio_v : args.clip_ratio_k,
-                                       args.clip_search, layout.param_format, args.q8_scales);
+  const DeviceParams p = args.lloyd_max
+                             ? lloyd_max_row(x, layout.param_format, args.q8_scales)
+                             : choose_params(x, lo, hi, lanes_per_group, bits, ratio,
+                                             args.clip_search, layout.param_format, args.q8_scales);
   std::byte* page =
       layer_quantized_pages(args, layer) + int64_t(target) * layout.quantized_page_bytes;
   std::byte* codes =
@@ -175,6 +259,12 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
     running[2 * w] = __uint_as_float(words[w] << 16);
     running[2 * w + 1] = __uint_as_float(words[w] & 0xffff0000u);
   }
+  const int token_base = lane & ~(kLanesPerToken - 1);
+  float ratio = is_value ? args.clip_ratio_v : args.clip_ratio_k;
+  if (args.clip_mode == ClipMode::row_quantile) {  // the published clipping, as in migrate_row
+    clamp_row_at_quantile(running, kLanesPerToken, token_base, r, ratio);
+    ratio = 1.0f;
+  }
   float lo = running[0], hi = running[0];
 #pragma unroll
   for (int c = 1; c < kChannelsPerLane; ++c) {
@@ -183,12 +273,10 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
   }
   lo = group_reduce(lo, lanes_per_group, [](float a, float b) { return fminf(a, b); });
   hi = group_reduce(hi, lanes_per_group, [](float a, float b) { return fmaxf(a, b); });
-  const DeviceParams p = choose_params(running, lo, hi, lanes_per_group, kBits,
-                                       is_value ? args.clip_ratio_v : args.clip_ratio_k,
+  const DeviceParams p = choose_params(running, lo, hi, lanes_per_group, kBits, ratio,
                                        args.clip_search, layout.param_format, args.q8_scales);
   const float inverse_scale = __frcp_rn(p.scale);  // the CPU's 1.0f / scale
   constexpr float kMaxCode = float((1 << kBits) - 1);
-  const int token_base = lane & ~(kLanesPerToken - 1);
   const float* segment = factor + segment_offset(r);
   uint32_t packed = 0;
   for (int owner = 0; owner < kLanesPerToken; ++owner) {

@@ -56,6 +56,8 @@ __global__ void fill_quantized_kernel(const PageLayout layout, uint32_t* words, 
       const uint32_t z0 = uint8_t(int8_t(-20 - int((r >> 6) % 40))),
                      z1 = uint8_t(int8_t(-20 - int((r >> 12) % 40)));
       words[i] = e0 | (z0 << 8) | (e1 << 16) | (z1 << 24);
+    } else if (layout.param_format == ParamFormat::f32) {  // (scale, zero) pairs of two words
+      words[i] = __float_as_uint(byte % 8 == 0 ? scale : zero);
     } else if (layout.param_format == ParamFormat::f16) {
       words[i] = uint32_t(__half_as_ushort(__float2half_rn(scale))) |
                  (uint32_t(__half_as_ushort(__float2half_rn(zero))) << 16);

@@ -83,6 +83,11 @@ struct KvMigrateArgs {
   float clip_ratio_k = 1;
   float clip_ratio_v = 1;
   bool clip_search = false;
+  // The published quantizer (quant/published_quantizer.h): row_quantile clamps each token's row
+  // at a quantile of its magnitudes before plain min/max per group; lloyd_max (INT2, per-token
+  // rows, no error feedback) takes the codes by the Lloyd-Max thresholds of the clamped row.
+  ClipMode clip_mode = ClipMode::range_scale;
+  bool lloyd_max = false;
   const float* q8_scales = nullptr;
   // OSCAR keys and values rounded with error feedback (quant/error_feedback.h): the factors of
   // the first layer's KV heads, then the next layer's ([layers][kv_heads][D][D]); null: nearest
