@@ -44,18 +44,7 @@ struct FormatCase {
 
 BackendOptions options_for(const FormatCase& f) {
   BackendOptions options;
-  options.kv.dtype = f.dtype;
-  options.kv.method = f.method;
-  options.kv.group_size = f.group;
-  options.kv.sink_tokens = 8;
-  options.kv.recent_tokens = 24;
-  options.kv.page_size_tokens = 32;
-  options.kv.band_tokens = f.band_tokens;
-  if (f.method == KvMethod::oscar) {
-    options.kv.rotations_path = testing::testbed_random_rotations_file();
-    options.kv.key_error_feedback = true;
-    options.kv.value_error_feedback = true;
-  }
+  options.kv = testing::testbed_test_kv(f.dtype, f.method, f.group, f.band_tokens, 8, 24);
   options.capacity = {64, 64, f.band_tokens > 0 ? 64 : 0};
   return options;
 }

@@ -30,6 +30,7 @@
 #include "model/model_fingerprint.h"
 #include "model/model_weights.h"
 #include "quant/kv_rotations.h"
+#include "support/greedy.h"
 #include "support/logit_checks.h"
 #include "support/test_paths.h"
 #include "support/testbed.h"
@@ -77,16 +78,9 @@ struct FormatCase {
 BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   BackendOptions options;
   options.device = device;
-  options.kv.dtype = f.dtype;
-  options.kv.method = f.method;
-  options.kv.group_size = f.group;
-  options.kv.sink_tokens = 16;
-  options.kv.recent_tokens = 48;
-  options.kv.page_size_tokens = 32;
-  options.kv.band_tokens = f.band_tokens;
+  options.kv = testing::testbed_test_kv(f.dtype, f.method, f.group, f.band_tokens, 16, 48);
   options.kv.param_format = f.param_format;
-  if (f.method == KvMethod::oscar) {  // with error feedback, as `oscar` runs it by default
-    options.kv.rotations_path = testing::testbed_random_rotations_file();
+  if (f.method == KvMethod::oscar) {
     options.kv.key_error_feedback = f.chained();
     options.kv.value_error_feedback = f.chained();
   }
@@ -98,28 +92,6 @@ BackendOptions options_for(const FormatCase& f, DeviceKind device) {
   }
   options.capacity = {96, 96, f.band_tokens > 0 ? 96 : 0};
   return options;
-}
-
-std::vector<int32_t> greedy(Backend& backend, const std::vector<int32_t>& prompt, int count) {
-  const KvCacheConfig& kv = backend.kv_config();
-  const KvPageCounts capacity = backend.kv_capacity();
-  KvPagePools pools(capacity);
-  SequencePages pages;
-  StepLogits logits;
-  std::vector<int32_t> generated;
-  std::vector<int32_t> next = prompt;
-  for (int i = 0; i <= count; ++i) {
-    EXPECT_TRUE(pages.reserve(int64_t(next.size()), kv, pools));
-    const SequenceStep step{next, &pages, false};
-    backend.forward({&step, 1}, logits);
-    pages.commit(int64_t(next.size()), kv, pools);
-    if (i == count) break;
-    const int32_t token =
-        int32_t(std::max_element(logits.row(0), logits.row(0) + logits.vocab_size) - logits.row(0));
-    generated.push_back(token);
-    next = {token};
-  }
-  return generated;
 }
 
 // Every position's logits of `tokens` prefilled in chunks that end at `chunk_ends` (then the rest).
@@ -214,9 +186,10 @@ TEST_P(CudaMatchesCpu, GreedyContinuation) {
   constexpr int kSteps = 32;
   for (const size_t document : {1, 2, 3}) {
     const auto prompt = testing::testbed_text_tokens(120, document);
-    const auto generated = greedy(*cpu, prompt, kSteps);
+    const auto generated = testing::greedy_continuation(*cpu, prompt, kSteps);
     if (!f.two_bit()) {
-      EXPECT_EQ(generated, greedy(*gpu, prompt, kSteps)) << f.name << ", document " << document;
+      EXPECT_EQ(generated, testing::greedy_continuation(*gpu, prompt, kSteps))
+          << f.name << ", document " << document;
     }
     auto sequence = prompt;
     sequence.insert(sequence.end(), generated.begin(), generated.end());
@@ -391,7 +364,8 @@ TEST(CudaReferenceLogits, MatchTransformers) {
       }
       EXPECT_LE(max_diff, 3e-2f * max_abs) << "prompt of " << prompt.size() << " tokens, row " << i;
     }
-    EXPECT_EQ(greedy(*backend, prompt, 16), c["greedy_16"].get<std::vector<int32_t>>())
+    EXPECT_EQ(testing::greedy_continuation(*backend, prompt, 16),
+              c["greedy_16"].get<std::vector<int32_t>>())
         << "prompt of " << prompt.size() << " tokens";
   }
 }

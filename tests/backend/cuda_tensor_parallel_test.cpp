@@ -19,6 +19,7 @@
 #include "backend/sequence_runner.h"
 #include "model/model_weights.h"
 #include "parallel/in_process_communicator.h"
+#include "support/greedy.h"
 #include "support/logit_checks.h"
 #include "support/test_paths.h"
 #include "support/testbed.h"
@@ -52,39 +53,9 @@ struct FormatCase {
 BackendOptions options_for(const FormatCase& f) {
   BackendOptions options;
   options.device = DeviceKind::cuda;
-  options.kv.dtype = f.dtype;
-  options.kv.method = f.method;
-  options.kv.group_size = f.group;
-  options.kv.sink_tokens = 16;
-  options.kv.recent_tokens = 48;
-  options.kv.page_size_tokens = 32;
-  options.kv.band_tokens = f.band_tokens;
-  if (f.method == KvMethod::oscar) {
-    options.kv.rotations_path = testing::testbed_random_rotations_file();
-    options.kv.key_error_feedback = true;
-    options.kv.value_error_feedback = true;
-  }
+  options.kv = testing::testbed_test_kv(f.dtype, f.method, f.group, f.band_tokens, 16, 48);
   options.capacity = {96, 96, f.band_tokens > 0 ? 96 : 0};
   return options;
-}
-
-std::vector<int32_t> greedy(Backend& backend, const std::vector<int32_t>& prompt, int count) {
-  const KvCacheConfig& kv = backend.kv_config();
-  KvPagePools pools(backend.kv_capacity());
-  SequencePages pages;
-  StepLogits logits;
-  std::vector<int32_t> generated, next = prompt;
-  for (int i = 0; i <= count; ++i) {
-    require(pages.reserve(int64_t(next.size()), kv, pools), "greedy: the KV pool is too small");
-    const SequenceStep step{next, &pages, false};
-    backend.forward({&step, 1}, logits);
-    pages.commit(int64_t(next.size()), kv, pools);
-    if (i == count) break;
-    const float* row = logits.row(0);
-    generated.push_back(int32_t(std::max_element(row, row + logits.vocab_size) - row));
-    next = {generated.back()};
-  }
-  return generated;
 }
 
 struct RunResult {
@@ -95,7 +66,7 @@ struct RunResult {
 RunResult run(Backend& backend, const std::vector<int32_t>& tokens) {
   RunResult result;
   result.logits = run_sequence(backend, tokens, {.chunk_tokens = 45, .all_logits = true});
-  result.greedy = greedy(backend, {tokens.begin(), tokens.begin() + 40}, 24);
+  result.greedy = testing::greedy_continuation(backend, {tokens.begin(), tokens.begin() + 40}, 24);
   return result;
 }
 

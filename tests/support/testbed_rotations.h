@@ -1,12 +1,14 @@
 #pragma once
 // A calibrated-looking rotations file for the testbed and the oscar method, written once per test
-// program: random orthogonal matrices and a geometric query spectrum for the keys' error feedback.
+// program: random orthogonal matrices and a geometric query spectrum for the keys' error feedback;
+// and the KV cache of a test case that uses it.
 #include <Eigen/Dense>
 
 #include <cmath>
 #include <cstdlib>
 #include <string>
 
+#include "kvcache/kv_cache_config.h"
 #include "model/model_fingerprint.h"
 #include "quant/kv_rotations.h"
 #include "support/test_paths.h"
@@ -39,6 +41,27 @@ inline std::string testbed_random_rotations_file() {
     return file;
   }();
   return path;
+}
+
+// A test case's KV cache on the testbed: `dtype` by `method` in groups of `group`, pages of 32, the
+// given sink, recent window and band; OSCAR with the random rotations above and error feedback on
+// keys and values, as `oscar` runs it by default.
+inline KvCacheConfig testbed_test_kv(KvDtype dtype, KvMethod method, int group, int64_t band_tokens,
+                                     int64_t sink_tokens, int64_t recent_tokens) {
+  KvCacheConfig kv;
+  kv.dtype = dtype;
+  kv.method = method;
+  kv.group_size = group;
+  kv.sink_tokens = sink_tokens;
+  kv.recent_tokens = recent_tokens;
+  kv.page_size_tokens = 32;
+  kv.band_tokens = band_tokens;
+  if (method == KvMethod::oscar) {
+    kv.rotations_path = testbed_random_rotations_file();
+    kv.key_error_feedback = true;
+    kv.value_error_feedback = true;
+  }
+  return kv;
 }
 
 }  // namespace oscar::testing
