@@ -31,16 +31,22 @@ TEST(TensorParallelCommand, RanksAsProcessesGiveTheSameContinuation) {
   }
 }
 
-TEST(TensorParallelCommand, SplitsThatDoNotFitAndGpuRanksAreRefused) {
+TEST(TensorParallelCommand, SplitsThatDoNotFitAndOneGpuBenchesAreRefused) {
   const CommandResult three = run_oscar("generate --device cpu -tp 3 --prompt hi");
   EXPECT_EQ(three.exit_code, 1);
   EXPECT_NE(three.stderr_text.find("does not divide the model's num_attention_heads (8)"),
             std::string::npos)
       << three.stderr_text;
-  const CommandResult bench = run_oscar("bench decode-step --model llama-3.1-70b -tp 4");
+  // Checked before any GPU is looked for: the split of the --model shape.
+  const CommandResult bench = run_oscar("bench decode-step --model llama-3.1-70b -tp 3");
   EXPECT_EQ(bench.exit_code, 1);
-  EXPECT_NE(bench.stderr_text.find("NCCL communicator is not built yet"), std::string::npos)
+  EXPECT_NE(bench.stderr_text.find("does not divide the model's num_attention_heads (64)"),
+            std::string::npos)
       << bench.stderr_text;
+  const CommandResult prefill = run_oscar("bench prefill --model llama-3.1-70b -tp 4");
+  EXPECT_EQ(prefill.exit_code, 1);
+  EXPECT_NE(prefill.stderr_text.find("this bench runs one GPU"), std::string::npos)
+      << prefill.stderr_text;
 }
 
 // The pids of `pid`'s children (Linux's /proc/<pid>/task/<pid>/children).
