@@ -31,15 +31,12 @@ std::string peer_failure(const RankLinks& links) {
   if (::poll(watched.data(), watched.size(), 0) <= 0) return {};
   for (size_t i = 0; i < watched.size(); ++i) {
     const short events = watched[i].revents;
-    if (links.rank == 0 && (events & closed) != 0) {
-      return fmt::format("{} left the job (its connection closed)",
-                         describe_rank(links, int(i) + 1));
+    const int peer = links.rank == 0 ? int(i) + 1 : 0;
+    if ((events & closed) != 0) {
+      return fmt::format("{} left the job (its connection closed)", describe_rank(links, peer));
     }
-    if (links.rank != 0 && (events & closed) != 0) {
-      return fmt::format("{} left the job (its connection closed)", describe_rank(links, 0));
-    }
-    if (links.rank != 0 && (events & POLLIN) != 0) {
-      return fmt::format("{} ended the step (it reported a failure)", describe_rank(links, 0));
+    if ((events & POLLIN) != 0) {  // only a follower watches for input
+      return fmt::format("{} ended the step (it reported a failure)", describe_rank(links, peer));
     }
   }
   return {};

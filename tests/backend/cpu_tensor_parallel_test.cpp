@@ -7,13 +7,13 @@
 #include <Eigen/Dense>
 #include <cmath>
 #include <random>
-#include <thread>
 
 #include "backend/backend.h"
 #include "backend/sequence_runner.h"
 #include "model/model_fingerprint.h"
 #include "parallel/in_process_communicator.h"
 #include "quant/kv_rotations.h"
+#include "support/host_ranks.h"
 #include "support/logit_checks.h"
 #include "support/test_paths.h"
 #include "support/testbed.h"
@@ -52,27 +52,15 @@ BackendOptions options_for(const FormatCase& f) {
 // Every rank's logits of the whole sequence, each rank a thread with its own shard.
 std::vector<std::vector<float>> run_ranks(const BackendOptions& options, int tensor_parallel_size,
                                           const std::vector<int32_t>& tokens) {
-  InProcessGroup group(tensor_parallel_size);
-  const size_t world = size_t(tensor_parallel_size);
-  std::vector<std::vector<float>> logits(world);
-  std::vector<std::string> errors(world);
-  std::vector<std::thread> ranks;
-  for (int rank = 0; rank < tensor_parallel_size; ++rank) {
-    ranks.emplace_back([&, rank] {
-      try {
-        const auto communicator = group.communicator(rank);
+  std::vector<std::vector<float>> logits(static_cast<size_t>(tensor_parallel_size));
+  const std::vector<std::string> errors =
+      testing::run_host_ranks(tensor_parallel_size, [&](Communicator& communicator, int rank) {
         BackendOptions rank_options = options;
-        rank_options.communicator = communicator.get();
+        rank_options.communicator = &communicator;
         const auto backend = make_backend(testbed(), rank_options);
         logits[size_t(rank)] =
             run_sequence(*backend, tokens, {.chunk_tokens = 29, .all_logits = true});
-      } catch (const std::exception& e) {
-        errors[size_t(rank)] = e.what();
-        group.abort(fmt::format("rank {} failed", rank));
-      }
-    });
-  }
-  for (auto& thread : ranks) thread.join();
+      });
   for (int rank = 0; rank < tensor_parallel_size; ++rank) {
     EXPECT_EQ(errors[size_t(rank)], "") << "rank " << rank;
   }

@@ -11,15 +11,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <thread>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/gpu_rank_threads.h"
 #include "backend/sequence_runner.h"
 #include "model/model_weights.h"
-#include "parallel/in_process_communicator.h"
 #include "support/greedy.h"
+#include "support/host_ranks.h"
 #include "support/logit_checks.h"
 #include "support/test_paths.h"
 #include "support/testbed.h"
@@ -87,24 +86,13 @@ std::vector<RunResult> run_ranks(const ModelWeights& weights, const BackendOptio
     });
     return results;
   }
-  InProcessGroup group(tp);
-  std::vector<std::string> errors(static_cast<size_t>(tp));
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < tp; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        const auto communicator = group.communicator(rank);
+  const std::vector<std::string> errors =
+      testing::run_host_ranks(tp, [&](Communicator& communicator, int rank) {
         BackendOptions rank_options = options;
-        rank_options.communicator = communicator.get();
+        rank_options.communicator = &communicator;
         const auto backend = make_backend(weights, rank_options);
         results[size_t(rank)] = run(*backend, tokens);
-      } catch (const std::exception& e) {
-        errors[size_t(rank)] = e.what();
-        group.abort(fmt::format("rank {} failed", rank));
-      }
-    });
-  }
-  for (std::thread& thread : threads) thread.join();
+      });
   for (const std::string& error : errors) EXPECT_EQ(error, "");
   return results;
 }

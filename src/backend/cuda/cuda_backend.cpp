@@ -69,15 +69,19 @@ void check_supported(const ModelConfig& config, const KvCacheConfig& kv) {
   }
 }
 
-// This rank and the group's size: an NCCL group (GpuGroup), a host communicator, or one rank.
-std::pair<int, int> rank_and_world(const BackendOptions& options) {
+// This rank's share of the model: an NCCL group's (GpuGroup) or a host communicator's rank, or the
+// whole model with neither.
+ShardPlan rank_shard_plan(const ModelConfig& config, const BackendOptions& options) {
   require(!(options.gpu_group && options.communicator != nullptr),
           "a CUDA rank joins an NCCL group or a host communicator, not both");
-  if (options.gpu_group) return {options.gpu_group->rank, options.gpu_group->world_size};
-  if (options.communicator != nullptr) {
-    return {options.communicator->rank(), options.communicator->world_size()};
+  if (options.gpu_group) {
+    return make_shard_plan(config, options.gpu_group->world_size, options.gpu_group->rank);
   }
-  return {0, 1};
+  if (options.communicator != nullptr) {
+    return make_shard_plan(config, options.communicator->world_size(),
+                           options.communicator->rank());
+  }
+  return make_shard_plan(config, 1, 0);
 }
 
 // The sizes that fix a step's launches (a decode graph records them once per batch size).
@@ -171,8 +175,7 @@ class CudaBackend final : public Backend {
 CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& options,
                          const KvRotations* rotations)
     : config_(weights.config),
-      shard_plan_(make_shard_plan(weights.config, rank_and_world(options).second,
-                                  rank_and_world(options).first)),
+      shard_plan_(rank_shard_plan(weights.config, options)),
       shard_(shard_config(weights.config, shard_plan_)),
       kv_(options.kv),
       layout_(make_page_layout(options.kv, shard_.num_kv_heads, shard_.head_dim)),

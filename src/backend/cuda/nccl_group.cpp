@@ -74,29 +74,32 @@ void NcclGroup::fail_group(const std::string& cause) {
   fail("tensor-parallel rank {}: {}", options_.rank, cause);
 }
 
+// Throws (after aborting the communicator) when NCCL reported an error, a peer failed or the
+// deadline passed; else returns whether NCCL still has work of a non-blocking call in progress.
+bool NcclGroup::check_group(const char* what, std::chrono::steady_clock::time_point deadline) {
+  ncclResult_t state = ncclSuccess;
+  check_nccl(ncclCommGetAsyncError(comm_->comm, &state), "ncclCommGetAsyncError");
+  if (state != ncclSuccess && state != ncclInProgress) {
+    fail_group(fmt::format("{}: NCCL error: {} ({})", what, ncclGetErrorString(state),
+                           ncclGetLastError(comm_->comm)));
+  }
+  if (options_.peer_failure) {
+    if (const std::string cause = options_.peer_failure(); !cause.empty()) {
+      fail_group(fmt::format("{}: {}", what, cause));
+    }
+  }
+  if (Clock::now() > deadline) {
+    fail_group(fmt::format("{}: no answer from every rank within {} s", what,
+                           options_.timeout.count() / 1000.0));
+  }
+  return state == ncclInProgress;
+}
+
 // A non-blocking communicator's call may return before its work is enqueued; the next call must
 // wait until NCCL reports it done.
 void NcclGroup::wait_for_nccl(const char* what) {
   const auto deadline = Clock::now() + options_.timeout;
-  while (true) {
-    ncclResult_t state = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(comm_->comm, &state), "ncclCommGetAsyncError");
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress) {
-      fail_group(fmt::format("{}: NCCL error: {} ({})", what, ncclGetErrorString(state),
-                             ncclGetLastError(comm_->comm)));
-    }
-    if (options_.peer_failure) {
-      if (const std::string cause = options_.peer_failure(); !cause.empty()) {
-        fail_group(fmt::format("{}: {}", what, cause));
-      }
-    }
-    if (Clock::now() > deadline) {
-      fail_group(fmt::format("{}: no answer from every rank within {} s", what,
-                             options_.timeout.count() / 1000.0));
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  while (check_group(what, deadline)) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
 void NcclGroup::all_reduce_sum(float* values, int64_t count, cudaStream_t stream) {
@@ -132,21 +135,7 @@ void NcclGroup::synchronize(cudaStream_t stream, const char* what) {
       continue;
     }
     next_peer_check = now + kPeerCheckInterval;
-    ncclResult_t state = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(comm_->comm, &state), "ncclCommGetAsyncError");
-    if (state != ncclSuccess && state != ncclInProgress) {
-      fail_group(fmt::format("{}: NCCL error: {} ({})", what, ncclGetErrorString(state),
-                             ncclGetLastError(comm_->comm)));
-    }
-    if (options_.peer_failure) {
-      if (const std::string cause = options_.peer_failure(); !cause.empty()) {
-        fail_group(fmt::format("{}: {}", what, cause));
-      }
-    }
-    if (now > deadline) {
-      fail_group(fmt::format("{}: the step did not finish within {} s (a rank stopped answering?)",
-                             what, options_.timeout.count() / 1000.0));
-    }
+    check_group(what, deadline);
   }
 }
 
@@ -174,6 +163,9 @@ NcclGroup::NcclGroup(GpuGroup options) : options_(std::move(options)) {
 NcclGroup::~NcclGroup() = default;
 void NcclGroup::fail_group(const std::string& cause) {
   fail("{}", cause);
+}
+bool NcclGroup::check_group(const char*, std::chrono::steady_clock::time_point) {
+  refuse();
 }
 void NcclGroup::wait_for_nccl(const char*) {
   refuse();

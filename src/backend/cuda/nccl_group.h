@@ -7,6 +7,7 @@
 // unusable and every later call throws the same error.
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +37,7 @@ class NcclGroup final : public DeviceCollectives {
 
  private:
   struct Comm;
+  bool check_group(const char* what, std::chrono::steady_clock::time_point deadline);
   void wait_for_nccl(const char* what);
   [[noreturn]] void fail_group(const std::string& cause);
 
