@@ -21,6 +21,7 @@ import { Template } from '@huggingface/jinja';
 import { AutoTokenizer, env } from '@huggingface/transformers';
 
 import { cases, llamaCases, mistralCases } from './chat_cases.mjs';
+import { pruneVocabulary } from './prune_vocabulary.mjs';
 import { textLines } from './text_lines.mjs';
 
 const repo = process.argv[2];
@@ -91,37 +92,6 @@ function renderings() {
   return rendered.length;
 }
 
-// The merges that build `ids` (each token's producing merges, recursively), and the tokens
-// they touch, plus every single-character (byte) token.
-function prune(tokenizer, idLists) {
-  const model = tokenizer.model;
-  const byId = new Map(Object.entries(model.vocab).map(([token, id]) => [id, token]));
-  const merges = model.merges.map((m) => (Array.isArray(m) ? m : m.split(' ')));
-  const producers = new Map();
-  merges.forEach(([a, b], i) => {
-    const merged = a + b;
-    if (!producers.has(merged)) producers.set(merged, []);
-    producers.get(merged).push(i);
-  });
-  const keepTokens = new Set(Object.keys(model.vocab).filter((t) => [...t].length === 1));
-  const keepMerges = new Set();
-  const stack = [];
-  for (const ids of idLists) for (const id of ids) if (byId.has(id)) stack.push(byId.get(id));
-  while (stack.length) {
-    const token = stack.pop();
-    if (keepTokens.has(token) && [...token].length > 1) continue;
-    keepTokens.add(token);
-    for (const i of producers.get(token) ?? []) {
-      if (keepMerges.has(i)) continue;
-      keepMerges.add(i);
-      stack.push(...merges[i]);
-    }
-  }
-  const vocab = Object.fromEntries(Object.entries(model.vocab).filter(([t]) => keepTokens.has(t)));
-  const kept = model.merges.filter((_, i) => keepMerges.has(i));
-  return { ...tokenizer, model: { ...model, vocab, merges: kept } };
-}
-
 async function tokenizerReference() {
   const lines = textLines(3000);
   env.allowRemoteModels = false;
@@ -132,7 +102,7 @@ async function tokenizerReference() {
     env.localModelPath = path.dirname(dir) + '/';
     const tokenizer = await AutoTokenizer.from_pretrained(path.basename(dir));
     ids[name] = lines.map((line) => tokenizer.encode(line, { add_special_tokens: false }));
-    const pruned = prune(readJson(path.join(dir, 'tokenizer.json')), ids[name]);
+    const pruned = pruneVocabulary(readJson(path.join(dir, 'tokenizer.json')), ids[name]);
     const target = path.join(out, `${name}-tokenizer.json.xz`);
     fs.writeFileSync(target, execFileSync('xz', ['-9e', '-c'], { input: JSON.stringify(pruned), maxBuffer: 1 << 28 }));
   }

@@ -10,7 +10,8 @@
 //                                        and transformers' decode of those ids
 //
 // Run it outside the repository (npm packages stay out of the tree):
-//   mkdir /tmp/spmref && cp tools/spm_reference/* tools/chat_reference/text_lines.mjs /tmp/spmref
+//   mkdir /tmp/spmref && cp tools/spm_reference/* tools/chat_reference/{text_lines,prune_vocabulary}.mjs \
+//     /tmp/spmref
 //   cd /tmp/spmref && npm install --ignore-scripts && node make_spm_reference.mjs <oscar checkout>
 // tiny_reference.mjs (same folder) prints the expectations of the hand-made file in the test.
 import { execFileSync } from 'node:child_process';
@@ -21,6 +22,7 @@ import path from 'node:path';
 
 import { AutoTokenizer, env } from '@huggingface/transformers';
 
+import { pruneVocabulary } from './prune_vocabulary.mjs';
 import { textLines } from './text_lines.mjs';
 
 const repo = process.argv[2];
@@ -36,37 +38,8 @@ const extraLines = [
   'tab\there', '<s>hello</s> world', 'a</s>', ' ', '▁already marked', '\u{10FFFD}\u{E000}', 'ǅ ǈ ǋ',
 ];
 
-// Keeps the merges that build the ids (recursively), the tokens they touch, every
-// single-character token and every byte-fallback token <0xNN>.
-function prune(tokenizer, idLists) {
-  const model = tokenizer.model;
-  const byId = new Map(Object.entries(model.vocab).map(([token, id]) => [id, token]));
-  const merges = model.merges.map((m) => (Array.isArray(m) ? m : m.split(' ')));
-  const producers = new Map();
-  merges.forEach(([a, b], i) => {
-    if (!producers.has(a + b)) producers.set(a + b, []);
-    producers.get(a + b).push(i);
-  });
-  const isBase = (t) => [...t].length === 1 || /^<0x[0-9A-F]{2}>$/.test(t);
-  const keepTokens = new Set(Object.keys(model.vocab).filter(isBase));
-  const keepMerges = new Set();
-  const stack = [];
-  for (const ids of idLists) for (const id of ids) if (byId.has(id)) stack.push(byId.get(id));
-  while (stack.length) {
-    const token = stack.pop();
-    if (keepTokens.has(token) && [...token].length > 1) continue;
-    keepTokens.add(token);
-    for (const i of producers.get(token) ?? []) {
-      if (keepMerges.has(i)) continue;
-      keepMerges.add(i);
-      stack.push(...merges[i]);
-    }
-  }
-  for (const t of Object.keys(model.vocab)) if (t === model.unk_token) keepTokens.add(t);
-  const vocab = Object.fromEntries(Object.entries(model.vocab).filter(([t]) => keepTokens.has(t)));
-  const kept = model.merges.filter((_, i) => keepMerges.has(i));
-  return { ...tokenizer, model: { ...model, vocab, merges: kept } };
-}
+// Byte-fallback tokens <0xNN> are kept beside the single characters.
+const isBase = (t) => [...t].length === 1 || /^<0x[0-9A-F]{2}>$/.test(t);
 
 const metaspace = (tokenizer) => ({
   ...tokenizer,
@@ -91,7 +64,7 @@ for (const [name, definition] of Object.entries(variants)) {
   const tokenizer = await AutoTokenizer.from_pretrained(path.basename(dir));
   ids[name] = lines.map((line) => tokenizer.encode(line, { add_special_tokens: false }));
   decoded[name] = ids[name].map((list) => tokenizer.decode(list));
-  const pruned = prune(definition, ids[name]);
+  const pruned = pruneVocabulary(definition, ids[name], isBase);
   fs.writeFileSync(path.join(out, `${name}-tokenizer.json.xz`), xz(JSON.stringify(pruned)));
 }
 fs.writeFileSync(path.join(out, 'llama-2-tokenizer-ids.json.xz'), xz(JSON.stringify({ lines, ids, decoded })));
