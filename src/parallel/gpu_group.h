@@ -2,13 +2,16 @@
 // What a rank of a tensor-parallel job on GPUs needs to join its group: the CUDA backend makes an
 // NCCL communicator from rank 0's unique id (backend/cuda/nccl_group.h). The ranks meet through
 // the TCP bootstrap first (tcp_bootstrap.h), which carries the id.
+#include <array>
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <string>
 
-#include "parallel/tcp_bootstrap.h"
-
 namespace oscar {
+
+inline constexpr size_t kUniqueIdBytes = 128;  // sizeof(ncclUniqueId)
+using UniqueId = std::array<std::byte, kUniqueIdBytes>;
 
 struct GpuGroup {
   int rank = 0;

@@ -13,12 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "parallel/gpu_group.h"
 #include "parallel/tcp_socket.h"
 
 namespace oscar {
-
-inline constexpr size_t kUniqueIdBytes = 128;  // sizeof(ncclUniqueId)
-using UniqueId = std::array<std::byte, kUniqueIdBytes>;
 
 struct DistributedOptions {
   HostPort init_address;  // --dist-init-addr
