@@ -1,5 +1,9 @@
 #include "backend/cuda/cuda_check.h"
 
+#include <mutex>
+#include <set>
+#include <tuple>
+
 #include "util/error.h"
 
 namespace oscar::cuda {
@@ -19,6 +23,17 @@ void check(cublasStatus_t status, const char* what) {
 
 void check_launch(const char* kernel_name) {
   check(cudaGetLastError(), kernel_name);
+}
+
+void allow_dynamic_shared_memory(const void* kernel, int bytes, const char* what) {
+  static std::mutex mutex;
+  static std::set<std::tuple<int, const void*, int>> done;  // (device, kernel, bytes)
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  const std::lock_guard lock(mutex);
+  if (done.contains({device, kernel, bytes})) return;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what);
+  done.insert({device, kernel, bytes});
 }
 
 void require_launch(bool condition, const std::string& message) {

@@ -12,6 +12,9 @@ void check(cudaError_t status, const char* what);
 void check(cublasStatus_t status, const char* what);
 // After a kernel launch: the launch error (bad configuration, missing kernel image).
 void check_launch(const char* kernel_name);
+// Raises `kernel`'s dynamic shared memory limit to `bytes` on the current device, once per device:
+// the attribute is a device's, and the ranks of a tensor-parallel process run on several GPUs.
+void allow_dynamic_shared_memory(const void* kernel, int bytes, const char* what);
 // A launcher's precondition, for .cu files (fmt's compile-time format checks do not build there).
 void require_launch(bool condition, const std::string& message);
 

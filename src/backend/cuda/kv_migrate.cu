@@ -439,10 +439,8 @@ __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
 template <int Warps>
 void launch_fed_back_rows(const KvMigrateArgs& args, int64_t max_tasks, unsigned kinds,
                           cudaStream_t stream) {
-  static const cudaError_t opted_in =
-      cudaFuncSetAttribute(migrate_fed_back_rows_kernel<Warps>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedBytes);
-  check(opted_in, "cudaFuncSetAttribute(migrate_fed_back_rows_kernel)");
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(migrate_fed_back_rows_kernel<Warps>),
+                              kStagedBytes, "cudaFuncSetAttribute(migrate_fed_back_rows_kernel)");
   constexpr int kTokensPerBlock = Warps * kTokensPerWarp;
   const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
   const int64_t token_blocks =

@@ -141,9 +141,8 @@ __global__ void __launch_bounds__(kThreads)
 template <int Columns>
 void launch_slices(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
   constexpr int kMaxShared = shared_bytes<Columns>(kMaxRowsPerBlock, kMaxGroup);
-  static const cudaError_t opted_in = cudaFuncSetAttribute(
-      kv_write_kernel<Columns>, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxShared);
-  check(opted_in, "cudaFuncSetAttribute(kv_write_kernel)");
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(kv_write_kernel<Columns>), kMaxShared,
+                              "cudaFuncSetAttribute(kv_write_kernel)");
   const int rows_per_block = int(std::min<int64_t>(rows, kMaxRowsPerBlock));
   const dim3 grid(unsigned((rows + rows_per_block - 1) / rows_per_block),
                   unsigned(args.num_kv_heads), kHeadDim / Columns);
@@ -256,9 +255,9 @@ __global__ void __launch_bounds__(kTileThreads)
 }
 
 void launch_rotated_tiles(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
-  static const cudaError_t opted_in = cudaFuncSetAttribute(
-      kv_write_rotated_tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kTileSharedBytes);
-  check(opted_in, "cudaFuncSetAttribute(kv_write_rotated_tile_kernel)");
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(kv_write_rotated_tile_kernel),
+                              kTileSharedBytes,
+                              "cudaFuncSetAttribute(kv_write_rotated_tile_kernel)");
   const int64_t vectors = rows * (1 + args.num_heads / args.num_kv_heads);
   const dim3 grid(unsigned((vectors + kTileVectors - 1) / kTileVectors),
                   unsigned(args.num_kv_heads));
