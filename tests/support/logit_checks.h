@@ -1,12 +1,14 @@
 #pragma once
 // What the whole-model tests compare runs with: a token stream from the testbed's validation text,
 // the largest difference of two runs' logits relative to the reference's largest magnitude, the
-// perplexity of a token stream under its logits, and how often two runs' argmax agree.
+// perplexity of a token stream under its logits, and how often two runs' argmax agree (where the
+// reference is clear of a near-tie).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "format/documents.h"
@@ -64,6 +66,26 @@ inline double argmax_agreement(const std::vector<float>& a, const std::vector<fl
             (std::max_element(row_b, row_b + vocab) - row_b);
   }
   return double(same) / double(rows);
+}
+
+// Rows where `other`'s argmax differs from `reference`'s although the reference's top two logits
+// are more than `margin` of its largest |logit| apart (a near-tie may flip either way).
+inline int clear_argmax_mismatches(const std::vector<float>& reference,
+                                   const std::vector<float>& other, int64_t vocab,
+                                   float margin = 0.02f) {
+  int mismatches = 0;
+  for (size_t r = 0; r < reference.size() / size_t(vocab); ++r) {
+    std::vector<float> row(reference.begin() + ptrdiff_t(r * size_t(vocab)),
+                           reference.begin() + ptrdiff_t((r + 1) * size_t(vocab)));
+    const auto o = other.begin() + ptrdiff_t(r * size_t(vocab));
+    const auto reference_top = std::max_element(row.begin(), row.end()) - row.begin();
+    const auto other_top = std::max_element(o, o + vocab) - o;
+    float largest = 0;
+    for (const float v : row) largest = std::max(largest, std::abs(v));
+    std::partial_sort(row.begin(), row.begin() + 2, row.end(), std::greater<>());
+    mismatches += row[0] - row[1] > margin * largest && reference_top != other_top;
+  }
+  return mismatches;
 }
 
 }  // namespace oscar::testing
