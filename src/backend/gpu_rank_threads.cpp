@@ -31,6 +31,10 @@ void run_gpu_ranks_as_threads(int world_size, const std::function<void(const Gpu
           const std::lock_guard lock(mutex);
           return failure;
         };
+        group.leaving_on_error = [&, r] {
+          const std::lock_guard lock(mutex);
+          if (failure.empty()) failure = fmt::format("rank {} failed", r);
+        };
         rank(group);
       } catch (...) {
         const std::lock_guard lock(mutex);

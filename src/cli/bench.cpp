@@ -11,6 +11,7 @@ void register_bench(CLI::App& app) {
   register_bench_serve(*bench);
   register_bench_calibrate(*bench);
   register_bench_decode_attention(*bench);
+  register_bench_all_reduce(*bench);
   register_bench_decode_step(*bench);
   register_bench_linear(*bench);
   register_bench_prefill(*bench);

@@ -21,6 +21,7 @@ void register_bench_cpu(CLI::App& bench);
 void register_bench_serve(CLI::App& bench);
 void register_bench_calibrate(CLI::App& bench);
 void register_bench_decode_attention(CLI::App& bench);   // GPU
+void register_bench_all_reduce(CLI::App& bench);         // GPU
 void register_bench_decode_step(CLI::App& bench);        // GPU
 void register_bench_linear(CLI::App& bench);             // GPU
 void register_bench_prefill(CLI::App& bench);            // GPU

@@ -22,6 +22,10 @@ struct GpuGroup {
   // Asked while the rank waits for its GPU: why a peer failed (it left, or reported an error),
   // or empty while every peer is alive. Null: no peer is watched (ranks as threads of a test).
   std::function<std::string()> peer_failure;
+  // Called when this rank's group is torn down by an exception, before it leaves NCCL, so that the
+  // peers stop waiting for it at once. Ranks as threads need it: their peers learn of a failure
+  // only from it (a process's peers see its sockets close).
+  std::function<void()> leaving_on_error;
 };
 
 }  // namespace oscar

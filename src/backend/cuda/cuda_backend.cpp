@@ -133,6 +133,15 @@ class CudaBackend final : public Backend {
   ShardPlan shard_plan_;  // this rank's share (all of the model with one rank)
   ModelConfig shard_;     // the shapes this rank runs: its heads, MLP channels and vocabulary
   std::unique_ptr<DeviceCollectives> group_;  // null with one rank
+  // The residual stream and the blocks' outputs of the steps whose all-reduces run faster in the
+  // group's reduce window (NCCL's symmetric kernels), in that window; null without one.
+  float* reduce_window_ = nullptr;
+  static constexpr int64_t kReduceWindowRows = 1024;
+  // The row counts where `oscar bench all-reduce` measured the window faster than plain memory, at
+  // a decode-size hidden on two GPUs: 1-2 rows and 128-1024, not 4-64 nor a prefill chunk's 8192.
+  static bool reduces_in_window(int64_t rows) {
+    return rows <= 2 || (rows >= 128 && rows <= kReduceWindowRows);
+  }
   KvCacheConfig kv_;
   PageLayout layout_;
   PageLayout band_layout_;  // of the band's pages (bits 0 without a band)
@@ -191,6 +200,7 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
   } else if (shard_plan_.world_size > 1) {
     group_ = std::make_unique<HostCollectives>(*options.communicator);
   }
+  if (group_) reduce_window_ = group_->reduce_window(2 * kReduceWindowRows * shard_.hidden_size);
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   for (cudaEvent_t& event : logit_events_) {
@@ -317,14 +327,17 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
   const int64_t qkv_width = c.q_dim() + 2 * c.kv_dim();
   const float eps = float(c.block.rms_norm_eps);
   Workspace& w = workspace_;
+  const bool windowed = reduce_window_ != nullptr && reduces_in_window(rows);
+  float* hidden = windowed ? reduce_window_ : w.hidden.data();
+  float* delta = windowed ? reduce_window_ + kReduceWindowRows * c.hidden_size : w.delta.data();
   const int step_interval = phases_.begin(ForwardPhase::total, stream_);
   launch_embedding(step_.tokens(), rows, weights_.embedding.data(), shard_plan_.first_vocab,
-                   shard_plan_.vocab_size, c.hidden_size, w.hidden.data(), stream_);
+                   shard_plan_.vocab_size, c.hidden_size, hidden, stream_);
   // Row-parallel outputs (the vocab-parallel embedding, o and down) are partial sums on each rank.
   auto all_reduce = [&](float* values) {
     if (group_) group_->all_reduce_sum(values, rows * c.hidden_size, stream_);
   };
-  all_reduce(w.hidden.data());
+  all_reduce(hidden);
   // One launch instead of one per layer: a small launch per layer was a measurable share of a
   // decode step. (On a second stream beside the first layer's work it made the INT2 steps slower.)
   const int first_migration = phases_.begin(ForwardPhase::kv_write, stream_);
@@ -332,8 +345,8 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
   phases_.end(first_migration, stream_);
   for (int64_t layer = 0; layer < c.num_layers; ++layer) {
     const DeviceLayerWeights& lw = weights_.layers[size_t(layer)];
-    launch_add_rms_norm(w.hidden.data(), layer == 0 ? nullptr : w.delta.data(), nullptr, rows,
-                        c.hidden_size, lw.input_norm.data(), eps, w.normed.data(), stream_);
+    launch_add_rms_norm(hidden, layer == 0 ? nullptr : delta, nullptr, rows, c.hidden_size,
+                        lw.input_norm.data(), eps, w.normed.data(), stream_);
     const int qkv_product = phases_.begin(ForwardPhase::linear, stream_);
     gemm_->linear(w.normed.data(), rows, lw.qkv.data(), qkv_width, c.hidden_size, w.qkv.data());
     phases_.end(qkv_product, stream_);
@@ -369,22 +382,21 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
     enqueue_attention(layer, sizes);
     phases_.end(attention, stream_);
     const int o_product = phases_.begin(ForwardPhase::linear, stream_);
-    gemm_->linear(w.attention.data(), rows, lw.o.data(), c.hidden_size, c.q_dim(), w.delta.data());
-    all_reduce(w.delta.data());
+    gemm_->linear(w.attention.data(), rows, lw.o.data(), c.hidden_size, c.q_dim(), delta);
+    all_reduce(delta);
     phases_.end(o_product, stream_);
-    launch_add_rms_norm(w.hidden.data(), w.delta.data(), nullptr, rows, c.hidden_size,
-                        lw.post_attention_norm.data(), eps, w.normed.data(), stream_);
+    launch_add_rms_norm(hidden, delta, nullptr, rows, c.hidden_size, lw.post_attention_norm.data(),
+                        eps, w.normed.data(), stream_);
     const int mlp_products = phases_.begin(ForwardPhase::linear, stream_);
     gemm_->linear_swiglu(w.normed.data(), rows, lw.gate_up.data(), c.intermediate_size,
                          c.hidden_size, w.gate_up.data(), w.activation.data());
     gemm_->linear(w.activation.data(), rows, lw.down.data(), c.hidden_size, c.intermediate_size,
-                  w.delta.data());
-    all_reduce(w.delta.data());
+                  delta);
+    all_reduce(delta);
     phases_.end(mlp_products, stream_);
   }
-  launch_add_rms_norm(w.hidden.data(), w.delta.data(), step_.logit_rows(), sizes.logit_rows,
-                      c.hidden_size, weights_.final_norm.data(), eps, w.normed_logits.data(),
-                      stream_);
+  launch_add_rms_norm(hidden, delta, step_.logit_rows(), sizes.logit_rows, c.hidden_size,
+                      weights_.final_norm.data(), eps, w.normed_logits.data(), stream_);
   const int lm_head = phases_.begin(ForwardPhase::linear, stream_);
   enqueue_logits(sizes.logit_rows);
   phases_.end(lm_head, stream_);

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <string_view>
 #include <thread>
 
 #include "backend/cuda/cuda_check.h"
@@ -9,6 +11,8 @@
 
 #if OSCAR_HAVE_NCCL
 #include <nccl.h>
+// Windows registered for NCCL's symmetric kernels (ncclCommWindowRegister) came in NCCL 2.27.
+#define OSCAR_NCCL_WINDOWS (NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0))
 #endif
 
 namespace oscar::cuda {
@@ -17,6 +21,11 @@ namespace oscar::cuda {
 
 struct NcclGroup::Comm {
   ncclComm_t comm = nullptr;
+  void* window_memory = nullptr;  // the reduce window (ncclMemAlloc), registered on every rank
+  size_t window_bytes = 0;
+#if OSCAR_NCCL_WINDOWS
+  ncclWindow_t window = nullptr;
+#endif
 };
 
 namespace {
@@ -62,9 +71,12 @@ NcclGroup::NcclGroup(GpuGroup options)
 }
 
 // Abort, not destroy: ncclCommDestroy finalizes first, which may wait for peers, and a rank
-// that ends on an error must not wait for the others.
+// that ends on an error must not wait for the others. The abort releases the window's
+// registration; its memory goes after.
 NcclGroup::~NcclGroup() {
+  if (std::uncaught_exceptions() > 0 && options_.leaving_on_error) options_.leaving_on_error();
   if (comm_->comm != nullptr) ncclCommAbort(comm_->comm);
+  if (comm_->window_memory != nullptr) ncclMemFree(comm_->window_memory);
 }
 
 void NcclGroup::fail_group(const std::string& cause) {
@@ -102,12 +114,48 @@ void NcclGroup::wait_for_nccl(const char* what) {
   while (check_group(what, deadline)) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
-void NcclGroup::all_reduce_sum(float* values, int64_t count, cudaStream_t stream) {
+void NcclGroup::enqueue_all_reduce(void* values, int64_t count, bool bf16, cudaStream_t stream) {
   require(failure_.empty(), "the tensor-parallel group ended: {}", failure_);
   const ncclResult_t result =
-      ncclAllReduce(values, values, size_t(count), ncclFloat32, ncclSum, comm_->comm, stream);
+      ncclAllReduce(values, values, size_t(count), bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
+                    comm_->comm, stream);
   check_nccl(result, "ncclAllReduce");
   if (result == ncclInProgress) wait_for_nccl("ncclAllReduce");
+}
+
+void NcclGroup::all_reduce_sum(float* values, int64_t count, cudaStream_t stream) {
+  enqueue_all_reduce(values, count, false, stream);
+}
+
+void NcclGroup::all_reduce_sum_bf16(void* values, int64_t count, cudaStream_t stream) {
+  enqueue_all_reduce(values, count, true, stream);
+}
+
+float* NcclGroup::reduce_window(int64_t count) {
+  require(failure_.empty(), "the tensor-parallel group ended: {}", failure_);
+  const size_t bytes = size_t(count) * sizeof(float);
+  if (comm_->window_memory != nullptr) {
+    require(bytes <= comm_->window_bytes,
+            "NCCL group: the reduce window holds {} bytes, {} were asked for", comm_->window_bytes,
+            bytes);
+    return static_cast<float*>(comm_->window_memory);
+  }
+#if OSCAR_NCCL_WINDOWS
+  const char* setting = std::getenv("OSCAR_NCCL_SYMMETRIC");
+  if (setting != nullptr && std::string_view(setting) == "0") return nullptr;
+  int version = 0;  // the library's, which may be older than the headers
+  check_nccl(ncclGetVersion(&version), "ncclGetVersion");
+  if (version < NCCL_VERSION(2, 27, 0)) return nullptr;
+  check_nccl(ncclMemAlloc(&comm_->window_memory, bytes), "ncclMemAlloc (the reduce window)");
+  comm_->window_bytes = bytes;
+  check_nccl(ncclCommWindowRegister(comm_->comm, comm_->window_memory, bytes, &comm_->window,
+                                    NCCL_WIN_COLL_SYMMETRIC),
+             "ncclCommWindowRegister (OSCAR_NCCL_SYMMETRIC=0 runs without the window)");
+  wait_for_nccl("registering the reduce window with NCCL");
+  return static_cast<float*>(comm_->window_memory);
+#else
+  return nullptr;
+#endif
 }
 
 void NcclGroup::all_gather(float* gathered, int64_t count, cudaStream_t stream) {
@@ -174,6 +222,15 @@ void NcclGroup::all_reduce_sum(float*, int64_t, cudaStream_t) {
   refuse();
 }
 void NcclGroup::all_gather(float*, int64_t, cudaStream_t) {
+  refuse();
+}
+void NcclGroup::enqueue_all_reduce(void*, int64_t, bool, cudaStream_t) {
+  refuse();
+}
+void NcclGroup::all_reduce_sum_bf16(void*, int64_t, cudaStream_t) {
+  refuse();
+}
+float* NcclGroup::reduce_window(int64_t) {
   refuse();
 }
 void NcclGroup::synchronize(cudaStream_t, const char*) {

@@ -5,6 +5,10 @@
 // watches the peers (GpuGroup::peer_failure), NCCL's own errors and the group's timeout, and on a
 // failure aborts the communicator and throws Error naming the cause. After that the group is
 // unusable and every later call throws the same error.
+//
+// reduce_window() registers one buffer of the group symmetrically on every rank (NCCL 2.27 and
+// later), where NCCL runs its symmetric-memory kernels: one-shot reductions through peer memory
+// for small messages. OSCAR_NCCL_SYMMETRIC=0 turns that off.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -33,6 +37,9 @@ class NcclGroup final : public DeviceCollectives {
   bool capturable() const override { return true; }
   void all_reduce_sum(float* values, int64_t count, cudaStream_t stream) override;
   void all_gather(float* gathered, int64_t count, cudaStream_t stream) override;
+  float* reduce_window(int64_t count) override;
+  // In place, bf16 values summed (NCCL accumulates in float32): for `oscar bench all-reduce`.
+  void all_reduce_sum_bf16(void* values, int64_t count, cudaStream_t stream);
   void synchronize(cudaStream_t stream, const char* what) override;
 
  private:
@@ -40,6 +47,7 @@ class NcclGroup final : public DeviceCollectives {
   bool check_group(const char* what, std::chrono::steady_clock::time_point deadline);
   void wait_for_nccl(const char* what);
   [[noreturn]] void fail_group(const std::string& cause);
+  void enqueue_all_reduce(void* values, int64_t count, bool bf16, cudaStream_t stream);
 
   GpuGroup options_;
   std::unique_ptr<Comm> comm_;
