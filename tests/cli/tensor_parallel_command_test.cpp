@@ -1,6 +1,7 @@
 // `oscar generate -tp N` on the CPU backend: oscar starts the other ranks as processes of its
 // own, and the greedy continuation equals one rank's; a rank killed mid-generation ends the
 // command with an error naming it, not a hang.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <csignal>
@@ -31,22 +32,30 @@ TEST(TensorParallelCommand, RanksAsProcessesGiveTheSameContinuation) {
   }
 }
 
-TEST(TensorParallelCommand, SplitsThatDoNotFitAndOneGpuBenchesAreRefused) {
+TEST(TensorParallelCommand, SplitsThatDoNotFitAndBenchesOnSeveralNodesAreRefused) {
   const CommandResult three = run_oscar("generate --device cpu -tp 3 --prompt hi");
   EXPECT_EQ(three.exit_code, 1);
   EXPECT_NE(three.stderr_text.find("does not divide the model's num_attention_heads (8)"),
             std::string::npos)
       << three.stderr_text;
   // Checked before any GPU is looked for: the split of the --model shape.
-  const CommandResult bench = run_oscar("bench decode-step --model llama-3.1-70b -tp 3");
-  EXPECT_EQ(bench.exit_code, 1);
-  EXPECT_NE(bench.stderr_text.find("does not divide the model's num_attention_heads (64)"),
-            std::string::npos)
-      << bench.stderr_text;
-  const CommandResult prefill = run_oscar("bench prefill --model llama-3.1-70b -tp 4");
-  EXPECT_EQ(prefill.exit_code, 1);
-  EXPECT_NE(prefill.stderr_text.find("this bench runs one GPU"), std::string::npos)
-      << prefill.stderr_text;
+  for (const char* bench : {"decode-step", "prefill"}) {
+    const CommandResult split =
+        run_oscar(fmt::format("bench {} --model llama-3.1-70b -tp 3", bench));
+    EXPECT_EQ(split.exit_code, 1);
+    EXPECT_NE(split.stderr_text.find("does not divide the model's num_attention_heads (64)"),
+              std::string::npos)
+        << bench << ": " << split.stderr_text;
+    // The benches run their ranks as threads of one process.
+    const CommandResult two_nodes =
+        run_oscar(fmt::format("bench {} --model llama-3.1-70b -tp 4 --nnodes 2 --dist-init-addr "
+                              "127.0.0.1:1",
+                              bench));
+    EXPECT_EQ(two_nodes.exit_code, 1);
+    EXPECT_NE(two_nodes.stderr_text.find("--nnodes 2: the benches run their ranks as threads"),
+              std::string::npos)
+        << bench << ": " << two_nodes.stderr_text;
+  }
 }
 
 // The pids of `pid`'s children (Linux's /proc/<pid>/task/<pid>/children).
