@@ -6,16 +6,19 @@
 // (median of --repeats runs after a warm-up run), tokens/s, and from one more run with the
 // backend's phase timing (set_forward_phase_timing) the shares of the GPU time spent in attention
 // and in the linear layers and their TFLOP/s alone; the whole prefill's TFLOP/s are issue 40's
-// count over the TTFT (bench_prefill_rows.h). bench/prefill_peer.py times transformers and torch's
-// SDPA on the same weights, which --weight-checksums lets it check.
+// count over the TTFT (bench_prefill_rows.h). With -tp N the ranks are threads, one GPU each, as in
+// bench decode-step. bench/prefill_peer.py times transformers and torch's SDPA on the same
+// weights, which --weight-checksums lets it check.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 
+#include "backend/gpu_rank_threads.h"
 #include "cli/bench_gpu_common.h"
 #include "cli/bench_prefill_rows.h"
 #include "cli/bench_prefill_schedule.h"
@@ -24,6 +27,7 @@
 #include "cli/tensor_parallel_options.h"
 #include "kvcache/page_layout.h"
 #include "model/model_weights.h"
+#include "parallel/shard_plan.h"
 #include "util/error.h"
 #include "util/file_io.h"
 #include "util/statistics.h"
@@ -126,19 +130,89 @@ PrefillTimes time_prefill(Backend& backend, int64_t prompt_tokens, const Schedul
   return times;
 }
 
-void run_rows(const BenchPrefillOptions& o, const ModelConfig& config) {
-  const std::vector<int64_t> lengths = parse_int_list(o.prompt_lens);
-  for (const int64_t length : lengths)
-    require(length >= 1, "--prompt-lens: {} is not a prompt length", length);
-  // A lone request's steps: each a chunk of the prompt (Scheduler), as `oscar serve` runs it.
+// A lone request's steps: each a chunk of the prompt (Scheduler), as `oscar serve` runs it.
+SchedulerOptions lone_prompt_schedule(int64_t chunk_tokens) {
   SchedulerOptions schedule;
   schedule.max_num_seqs = 1;
-  schedule.prefill_chunk_tokens = o.chunk_tokens;
-  schedule.max_step_tokens = default_max_step_tokens(DeviceKind::cuda, o.chunk_tokens, 1);
+  schedule.prefill_chunk_tokens = chunk_tokens;
+  schedule.max_step_tokens = default_max_step_tokens(DeviceKind::cuda, chunk_tokens, 1);
+  return schedule;
+}
+
+// The least free memory of the GPUs of local ranks 0..tp-1, so that every rank allocates the same
+// pages and skips the same prompts (a rank alone in a prefill would wait for the others).
+int64_t least_free_bytes(int tp) {
+  int64_t least = cuda_free_bytes();
+  for (int rank = 1; rank < tp; ++rank) {
+    use_gpu_of_local_rank(rank);
+    least = std::min(least, cuda_free_bytes());
+  }
+  use_gpu_of_local_rank(0);
+  return least;
+}
+
+// One rank's rows of one cache. With tensor parallelism the ranks are threads, one a GPU, that
+// run the same prefills in lockstep (their collectives meet inside each step); each holds its
+// share of the weights and of the KV heads. Rank 0 prints and records the rows; their work is the
+// whole model's, so the TFLOP/s are those of the tp GPUs together.
+void prefill_on_rank(const BenchPrefillOptions& o, const ModelWeights& weights,
+                     const KvCacheConfig& kv, const std::string& device, int64_t free_bytes,
+                     const std::optional<GpuGroup>& group, std::vector<nlohmann::json>& rows) {
+  const ModelConfig& config = weights.config;
+  const int tp = group ? group->world_size : 1;
+  const bool leader = !group || group->rank == 0;
+  auto say = [&](const std::string& text) {
+    if (leader) fmt::print("{}", text);
+  };
+  const std::vector<int64_t> lengths = parse_int_list(o.prompt_lens);
+  const ShardPlan plan = make_shard_plan(config, tp, group ? group->rank : 0);
+  const PageLayout layout = make_page_layout(kv, plan.num_kv_heads, config.head_dim);
+  auto pool_bytes = [&](int64_t tokens) {
+    return bytes_per_layer(capacity_for_sequences(kv, tokens, 1, o.chunk_tokens), layout) *
+           config.num_layers;
+  };
+  // Pages for the longest prompt that fits beside the rank's weights, allocated once.
+  const int64_t room = free_bytes - bytes_besides_pages(shard_config(config, plan), o.chunk_tokens);
+  int64_t longest = 0;
+  for (const int64_t length : lengths) {
+    if (pool_bytes(length) <= room) longest = std::max(longest, length);
+  }
+  say(fmt::format("{}{}\n{}", describe(kv),
+                  tp > 1 ? fmt::format(", tensor-parallel over {} GPUs", tp) : "",
+                  prefill_table_header()));
+  if (longest == 0) {
+    say(fmt::format("  skipped: no prompt's pages fit in {:.1f} GB\n", double(room) / 1e9));
+    return;
+  }
+  BackendOptions options;
+  options.device = DeviceKind::cuda;
+  options.kv = kv;
+  options.capacity = capacity_for_sequences(kv, longest, 1, o.chunk_tokens);
+  options.gpu_group = group;
+  auto backend = make_backend(weights, options);
+  const SchedulerOptions schedule = lone_prompt_schedule(o.chunk_tokens);
+  for (const int64_t length : lengths) {
+    if (length > longest) {
+      say(fmt::format("{:<5} {:>7}   skipped: {:.1f} GB of pages do not fit in {:.1f} GB\n",
+                      to_string(kv.dtype), length, double(pool_bytes(length)) / 1e9,
+                      double(room) / 1e9));
+      continue;
+    }
+    PrefillRowKey key{device, o.model, kv, length, o.chunk_tokens, 0, o.repeats, tp};
+    const PrefillTimes times = time_prefill(*backend, length, schedule, o.repeats, &key.chunks);
+    if (!leader) continue;
+    rows.push_back(prefill_row(config, key, times));
+    fmt::print("{}", prefill_table_line(rows.back()));
+  }
+}
+
+void run_rows(const BenchPrefillOptions& o, const ModelConfig& config) {
+  const int tp = o.tensor_parallel.size;
   const GpuDescription gpu = describe_gpu();
-  fmt::print("{} ({}); {}: {} layers, {:.2f} B matrix parameters; chunks of {} tokens\n", gpu.name,
-             gpu.driver, o.model, config.num_layers, double(matrix_params(config).total()) / 1e9,
-             o.chunk_tokens);
+  fmt::print("{} ({}); {}: {} layers, {:.2f} B matrix parameters; chunks of {} tokens{}\n",
+             gpu.name, gpu.driver, o.model, config.num_layers,
+             double(matrix_params(config).total()) / 1e9, o.chunk_tokens,
+             tp > 1 ? fmt::format("; tensor-parallel over {} GPUs", tp) : "");
   const auto started = std::chrono::steady_clock::now();
   const ModelWeights weights = make_random_model(config, kWeightSeed);
   fmt::print("random weights made in {:.1f} s\n",
@@ -151,38 +225,14 @@ void run_rows(const BenchPrefillOptions& o, const ModelConfig& config) {
                        config.head_dim, rotations.path);
   std::vector<nlohmann::json> rows;
   for (const KvCacheConfig& kv : caches) {
-    const PageLayout layout = make_page_layout(kv, config.num_kv_heads, config.head_dim);
-    auto pool_bytes = [&](int64_t tokens) {
-      return bytes_per_layer(capacity_for_sequences(kv, tokens, 1, o.chunk_tokens), layout) *
-             config.num_layers;
-    };
-    // Pages for the longest prompt that fits beside the weights, allocated once.
-    const int64_t room = cuda_free_bytes() - bytes_besides_pages(config, o.chunk_tokens);
-    int64_t longest = 0;
-    for (const int64_t length : lengths) {
-      if (pool_bytes(length) <= room) longest = std::max(longest, length);
-    }
-    fmt::print("{}\n{}", describe(kv), prefill_table_header());
-    if (longest == 0) {
-      fmt::print("  skipped: no prompt's pages fit in {:.1f} GB\n", double(room) / 1e9);
-      continue;
-    }
-    BackendOptions options;
-    options.device = DeviceKind::cuda;
-    options.kv = kv;
-    options.capacity = capacity_for_sequences(kv, longest, 1, o.chunk_tokens);
-    auto backend = make_backend(weights, options);
-    for (const int64_t length : lengths) {
-      if (length > longest) {
-        fmt::print("{:<5} {:>7}   skipped: {:.1f} GB of pages do not fit in {:.1f} GB\n",
-                   to_string(kv.dtype), length, double(pool_bytes(length)) / 1e9,
-                   double(room) / 1e9);
-        continue;
-      }
-      PrefillRowKey key{gpu.name, o.model, kv, length, o.chunk_tokens, 0, o.repeats};
-      const PrefillTimes times = time_prefill(*backend, length, schedule, o.repeats, &key.chunks);
-      rows.push_back(prefill_row(config, key, times));
-      fmt::print("{}", prefill_table_line(rows.back()));
+    const int64_t free_bytes = least_free_bytes(tp);
+    if (tp == 1) {
+      prefill_on_rank(o, weights, kv, gpu.name, free_bytes, std::nullopt, rows);
+    } else {
+      // A group (and its NCCL id) for each cache's backends: an id makes one communicator.
+      run_gpu_ranks_as_threads(tp, [&](const GpuGroup& group) {
+        prefill_on_rank(o, weights, kv, gpu.name, free_bytes, group, rows);
+      });
     }
   }
   write_rows(o.json_path, gpu, rows);
@@ -196,6 +246,8 @@ void run_rows(const BenchPrefillOptions&, const ModelConfig&) {
 void run_bench_prefill(const BenchPrefillOptions& o) {
   require(o.chunk_tokens >= 1, "--chunk-tokens must be at least 1, got {}", o.chunk_tokens);
   require(o.repeats >= 1, "--repeats must be at least 1, got {}", o.repeats);
+  for (const int64_t length : parse_int_list(o.prompt_lens))
+    require(length >= 1, "--prompt-lens: {} is not a prompt length", length);
   const ModelConfig config = hf_config(o.model);
   if (o.weight_checksums_path.empty()) {
     run_rows(o, config);
@@ -233,8 +285,8 @@ void register_bench_prefill(CLI::App& bench) {
       "only write the checksums of the random weights as JSON (for bench/prefill_peer.py)");
   add_tensor_parallel_options(*command, options->tensor_parallel);
   command->callback([options] {
-    refuse_gpu_bench_tensor_parallel(options->tensor_parallel, hf_config(options->model),
-                                     "oscar bench prefill");
+    check_gpu_bench_tensor_parallel(options->tensor_parallel, hf_config(options->model),
+                                    "oscar bench prefill");
     run_bench_prefill(*options);
   });
 }

@@ -53,6 +53,7 @@ struct PrefillRowKey {
   int64_t chunk_tokens = 0;
   int64_t chunks = 0;
   int repeats = 0;
+  int tensor_parallel_size = 1;  // GPUs the model is split over (the work is still the whole's)
 };
 
 // A JSON row: the key, the times, tokens/s, the phases' shares of the GPU time, and TFLOP/s of the

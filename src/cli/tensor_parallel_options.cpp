@@ -207,16 +207,6 @@ void check_gpu_bench_tensor_parallel(const TensorParallelOptions& options, const
           command, options.nnodes);
 }
 
-void refuse_gpu_bench_tensor_parallel(const TensorParallelOptions& options,
-                                      const ModelConfig& model, const std::string& command) {
-  if (options.size == 1 && options.nnodes == 1) return;
-  check_tensor_parallel(model, options.size);
-  fail(
-      "{} --tensor-parallel-size {}: the split fits this model, but this bench runs one GPU; "
-      "bench decode-step and bench serve run several (docs/tensor-parallel.md)",
-      command, options.size);
-}
-
 void require_one_rank(const TensorParallelOptions& options, const std::string& command,
                       const std::string& reason) {
   require(options.size == 1 && options.nnodes == 1,

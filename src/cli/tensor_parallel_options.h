@@ -40,9 +40,6 @@ std::unique_ptr<Backend> make_rank_backend(const ModelWeights& weights, BackendO
 // `model` and that the job is one node.
 void check_gpu_bench_tensor_parallel(const TensorParallelOptions& options, const ModelConfig& model,
                                      const std::string& command);
-// The GPU benches that run one GPU: with tp > 1, checks that tp splits `model`, then refuses.
-void refuse_gpu_bench_tensor_parallel(const TensorParallelOptions& options,
-                                      const ModelConfig& model, const std::string& command);
 
 // For the commands that run one rank only: Error naming the command and why when tp > 1.
 void require_one_rank(const TensorParallelOptions& options, const std::string& command,

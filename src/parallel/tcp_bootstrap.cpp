@@ -130,8 +130,9 @@ void lead_bootstrap(const DistributedOptions& options, RankLinks& links) {
 void follow_bootstrap(const DistributedOptions& options, RankLinks& links) {
   const Deadline deadline = deadline_after(options.timeout);
   const std::string leader =
-      fmt::format("bootstrap: rank {} waiting for rank 0 at {}:{}", links.rank,
-                  options.init_address.host, options.init_address.port);
+      fmt::format("bootstrap: rank {} (node {}) waiting up to {} ms for rank 0 at {}:{}",
+                  links.rank, options.node_rank, options.timeout.count(), options.init_address.host,
+                  options.init_address.port);
   links.leader = connect_before(options.init_address, deadline, leader);
   send_frame(links.leader, FrameType::hello, encode_hello(options, links.ranks[size_t(links.rank)]),
              deadline, leader);

@@ -39,7 +39,7 @@ TEST(BenchPrefill, RowsDivideTheWorkByEachPhasesTime) {
   KvCacheConfig kv;
   kv.dtype = KvDtype::int2;
   kv.method = KvMethod::quarot;
-  const PrefillRowKey key{"GPU", "qwen3-8b", kv, 16384, 8192, 2, 3};
+  const PrefillRowKey key{"GPU", "qwen3-8b", kv, 16384, 8192, 2, 3, 2};
   PrefillTimes times;
   times.ttft = 2.0;
   times.gpu = 1.6;
@@ -54,10 +54,12 @@ TEST(BenchPrefill, RowsDivideTheWorkByEachPhasesTime) {
   EXPECT_EQ(row["prompt_tokens"], 16384);
   EXPECT_EQ(row["chunk_tokens"], 8192);
   EXPECT_EQ(row["chunks"], 2);
+  EXPECT_EQ(row["tensor_parallel_size"], 2);
   EXPECT_DOUBLE_EQ(row["tokens_per_s"].get<double>(), 8192);
   EXPECT_DOUBLE_EQ(row["attention_share"].get<double>(), 0.25);
   EXPECT_DOUBLE_EQ(row["linear_share"].get<double>(), 1.0 / 1.6);
   EXPECT_NEAR(row["other_s"].get<double>(), 0.1, 1e-12);
+  // Split over GPUs, the work stays the whole model's (the TFLOP/s of the GPUs together).
   EXPECT_DOUBLE_EQ(row["tflops"].get<double>(), work.total() / 2.0 / 1e12);
   EXPECT_DOUBLE_EQ(row["attention_tflops"].get<double>(), work.attention / 0.4 / 1e12);
   EXPECT_DOUBLE_EQ(row["linear_tflops"].get<double>(), work.linear_computed / 1.0 / 1e12);

@@ -83,6 +83,18 @@ std::string BackgroundOscar::wait_for_stderr_line(const std::string& fragment,
   return {};
 }
 
+int BackgroundOscar::wait_for_exit(std::chrono::seconds timeout) {
+  if (pid_ <= 0) return -1;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 int BackgroundOscar::terminate(std::chrono::seconds timeout) {
   if (pid_ <= 0) return -1;
   kill(pid_, SIGTERM);

@@ -31,6 +31,9 @@ class BackgroundOscar {
   // The first stderr line holding `fragment`, waiting up to `timeout`; empty when none came.
   std::string wait_for_stderr_line(const std::string& fragment, std::chrono::seconds timeout);
   std::string stderr_text() const;
+  // Waits up to `timeout` for it to end by itself: its exit code, or -1 when it is still running
+  // (the destructor then ends it) or a signal ended it.
+  int wait_for_exit(std::chrono::seconds timeout);
   // Sends SIGTERM and returns the exit code (-1 when it did not exit within `timeout`).
   int terminate(std::chrono::seconds timeout);
   pid_t pid() const { return pid_; }

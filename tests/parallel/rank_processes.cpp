@@ -6,7 +6,6 @@
 #include <csignal>
 #include <thread>
 
-#include "parallel/tcp_socket.h"
 #include "util/error.h"
 
 namespace oscar::testing {
@@ -56,11 +55,6 @@ RankOutcome finish_rank(const RankProcess& process, std::chrono::steady_clock::t
   }
   ::close(process.message_fd);
   return outcome;
-}
-
-int free_local_port() {
-  TcpSocket socket = listen_on({"127.0.0.1", 0}, 1);
-  return bound_port(socket);
 }
 
 }  // namespace oscar::testing

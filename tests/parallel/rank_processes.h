@@ -23,7 +23,5 @@ struct RankOutcome {
 
 RankProcess start_rank(const std::function<void()>& body);
 RankOutcome finish_rank(const RankProcess& process, std::chrono::steady_clock::time_point limit);
-// A TCP port on 127.0.0.1 that nothing listens on now.
-int free_local_port();
 
 }  // namespace oscar::testing

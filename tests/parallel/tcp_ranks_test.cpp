@@ -9,6 +9,7 @@
 #include "parallel/rank_protocol.h"
 #include "parallel/tcp_communicator.h"
 #include "rank_processes.h"
+#include "support/listening_sockets.h"
 #include "util/error.h"
 
 namespace oscar {
@@ -168,6 +169,9 @@ TEST(TcpRanks, FollowerWithoutRankZeroTimesOut) {
       {start_rank([=] { run_rank(job(port, 2, 1, 0, std::chrono::milliseconds(300)), 1, 1); })},
       20);
   EXPECT_EQ(outcomes[0].exit_code, 1);
+  EXPECT_NE(outcomes[0].message.find("rank 1 (node 0) waiting up to 300 ms for rank 0"),
+            std::string::npos)
+      << outcomes[0].message;
   EXPECT_NE(outcomes[0].message.find("could not connect to 127.0.0.1"), std::string::npos)
       << outcomes[0].message;
 }

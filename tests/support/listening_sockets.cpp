@@ -1,11 +1,15 @@
 #include "support/listening_sockets.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace oscar::testing {
 namespace {
@@ -43,6 +47,21 @@ std::vector<std::string> listening_addresses(int port) {
     }
   }
   return addresses;
+}
+
+int free_local_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("free_local_port: socket failed");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;  // the system picks
+  socklen_t length = sizeof(address);
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
+  ::close(fd);
+  if (!bound) throw std::runtime_error("free_local_port: no port on 127.0.0.1");
+  return ntohs(address.sin_port);
 }
 
 }  // namespace oscar::testing

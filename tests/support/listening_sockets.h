@@ -8,4 +8,8 @@ namespace oscar::testing {
 // listen on `port`, read from /proc/net/tcp and /proc/net/tcp6.
 std::vector<std::string> listening_addresses(int port);
 
+// A TCP port on 127.0.0.1 that nothing listens on now (the system's pick of a free one; a process
+// the test starts then listens there).
+int free_local_port();
+
 }  // namespace oscar::testing
