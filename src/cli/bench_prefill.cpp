@@ -9,6 +9,9 @@
 // count over the TTFT (bench_prefill_rows.h). With -tp N the ranks are threads, one GPU each, as in
 // bench decode-step. bench/prefill_peer.py times transformers and torch's SDPA on the same
 // weights, which --weight-checksums lets it check.
+// --decode-batch N puts one token of each of N other sequences, at --decode-context tokens of
+// noise-filled pages and growing by one a step, into every step of the prompt, as `oscar serve`
+// runs its decodes beside a chunk: the lone and the mixed rows compare what the decodes cost.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -45,6 +48,7 @@ struct BenchPrefillOptions {
   std::string kv_dtypes = "bf16,int2";
   int64_t chunk_tokens = kGpuPrefillChunkTokens;
   int repeats = 3;
+  DecodeRows decodes{0, 32768};
   std::string json_path;
   std::string weight_checksums_path;  // write the weights' checksums there instead of benchmarking
   TensorParallelOptions tensor_parallel;
@@ -78,49 +82,52 @@ int64_t bytes_besides_pages(const ModelConfig& c, int64_t chunk_tokens) {
   return weights + activations + (int64_t(6) << 30);
 }
 
-// One prefill of `prompt`; with the phase timing on, `phases` sums its steps' phase times.
+// One prefill of `prompt` beside `decodes`; with the phase timing on, `phases` sums its steps'
+// phase times.
 double prefill_seconds(Backend& backend, const std::vector<int32_t>& prompt,
-                       const SchedulerOptions& schedule, ForwardPhaseTimes* phases,
-                       int64_t* chunks) {
+                       const SchedulerOptions& schedule, const DecodeRows& decodes,
+                       ForwardPhaseTimes* phases, int64_t* chunks) {
   set_forward_phase_timing(backend, phases != nullptr);
   KvPagePools pools(backend.kv_capacity());
   StepLogits logits;
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<int64_t> planned = prefill_lone_prompt(
-      prompt, schedule, backend.kv_config(), pools, [&](const SequenceStep& step) {
-        backend.forward({&step, 1}, logits);
-        if (phases == nullptr) return;
-        const ForwardPhaseTimes step_phases = forward_phase_times(backend);
-        phases->total_ms += step_phases.total_ms;
-        phases->attention_ms += step_phases.attention_ms;
-        phases->kv_write_ms += step_phases.kv_write_ms;
-        phases->linear_ms += step_phases.linear_ms;
-      });
+  const std::vector<int64_t> planned =
+      prefill_beside_decodes(prompt, schedule, backend.kv_config(), pools, decodes,
+                             [&](std::span<const SequenceStep> steps) {
+                               backend.forward(steps, logits);
+                               if (phases == nullptr) return;
+                               const ForwardPhaseTimes step_phases = forward_phase_times(backend);
+                               phases->total_ms += step_phases.total_ms;
+                               phases->attention_ms += step_phases.attention_ms;
+                               phases->kv_write_ms += step_phases.kv_write_ms;
+                               phases->linear_ms += step_phases.linear_ms;
+                             });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   set_forward_phase_timing(backend, false);
-  // A broken kernel shows here rather than as a fast time.
-  require(logits.rows == 1 && std::all_of(logits.values.begin(), logits.values.end(),
-                                          [](float v) { return std::isfinite(v); }),
-          "bench prefill: the last chunk of a {}-token prompt returned {} rows of logits, or "
-          "non-finite ones",
-          prompt.size(), logits.rows);
+  // A broken kernel shows here rather than as a fast time: a row for each decode and the prompt.
+  require(
+      logits.rows == decodes.batch + 1 && std::all_of(logits.values.begin(), logits.values.end(),
+                                                      [](float v) { return std::isfinite(v); }),
+      "bench prefill: the last chunk of a {}-token prompt beside {} decode rows returned {} "
+      "rows of logits, or non-finite ones",
+      prompt.size(), decodes.batch, logits.rows);
   *chunks = int64_t(planned.size());
   return seconds;
 }
 
 PrefillTimes time_prefill(Backend& backend, int64_t prompt_tokens, const SchedulerOptions& schedule,
-                          int repeats, int64_t* chunks) {
+                          const DecodeRows& decodes, int repeats, int64_t* chunks) {
   std::mt19937_64 rng{uint64_t(prompt_tokens)};
   std::uniform_int_distribution<int32_t> token(0, int32_t(backend.model_config().vocab_size - 1));
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
   for (int32_t& id : prompt) id = token(rng);
-  prefill_seconds(backend, prompt, schedule, nullptr, chunks);  // warm-up
+  prefill_seconds(backend, prompt, schedule, decodes, nullptr, chunks);  // warm-up
   std::vector<double> seconds;
   for (int r = 0; r < repeats; ++r)
-    seconds.push_back(prefill_seconds(backend, prompt, schedule, nullptr, chunks));
+    seconds.push_back(prefill_seconds(backend, prompt, schedule, decodes, nullptr, chunks));
   ForwardPhaseTimes phases;
-  prefill_seconds(backend, prompt, schedule, &phases, chunks);
+  prefill_seconds(backend, prompt, schedule, decodes, &phases, chunks);
   PrefillTimes times;
   times.ttft = median(seconds);
   times.gpu = phases.total_ms / 1e3;
@@ -168,7 +175,7 @@ void prefill_on_rank(const BenchPrefillOptions& o, const ModelWeights& weights,
   const ShardPlan plan = make_shard_plan(config, tp, group ? group->rank : 0);
   const PageLayout layout = make_page_layout(kv, plan.num_kv_heads, config.head_dim);
   auto pool_bytes = [&](int64_t tokens) {
-    return bytes_per_layer(capacity_for_sequences(kv, tokens, 1, o.chunk_tokens), layout) *
+    return bytes_per_layer(prefill_pool_capacity(kv, tokens, o.chunk_tokens, o.decodes), layout) *
            config.num_layers;
   };
   // Pages for the longest prompt that fits beside the rank's weights, allocated once.
@@ -187,9 +194,11 @@ void prefill_on_rank(const BenchPrefillOptions& o, const ModelWeights& weights,
   BackendOptions options;
   options.device = DeviceKind::cuda;
   options.kv = kv;
-  options.capacity = capacity_for_sequences(kv, longest, 1, o.chunk_tokens);
+  options.capacity = prefill_pool_capacity(kv, longest, o.chunk_tokens, o.decodes);
   options.gpu_group = group;
   auto backend = make_backend(weights, options);
+  // The decode rows' pages hold noise: finite keys, values and quantization parameters.
+  if (o.decodes.batch > 0) fill_kv_cache_with_noise(*backend, 3);
   const SchedulerOptions schedule = lone_prompt_schedule(o.chunk_tokens);
   for (const int64_t length : lengths) {
     if (length > longest) {
@@ -199,7 +208,10 @@ void prefill_on_rank(const BenchPrefillOptions& o, const ModelWeights& weights,
       continue;
     }
     PrefillRowKey key{device, o.model, kv, length, o.chunk_tokens, 0, o.repeats, tp};
-    const PrefillTimes times = time_prefill(*backend, length, schedule, o.repeats, &key.chunks);
+    key.decode_batch = o.decodes.batch;
+    key.decode_context = o.decodes.context;
+    const PrefillTimes times =
+        time_prefill(*backend, length, schedule, o.decodes, o.repeats, &key.chunks);
     if (!leader) continue;
     rows.push_back(prefill_row(config, key, times));
     fmt::print("{}", prefill_table_line(rows.back()));
@@ -213,6 +225,10 @@ void run_rows(const BenchPrefillOptions& o, const ModelConfig& config) {
              gpu.name, gpu.driver, o.model, config.num_layers,
              double(matrix_params(config).total()) / 1e9, o.chunk_tokens,
              tp > 1 ? fmt::format("; tensor-parallel over {} GPUs", tp) : "");
+  if (o.decodes.batch > 0) {
+    fmt::print("each step also decodes {} sequences from context {}\n", o.decodes.batch,
+               o.decodes.context);
+  }
   const auto started = std::chrono::steady_clock::now();
   const ModelWeights weights = make_random_model(config, kWeightSeed);
   fmt::print("random weights made in {:.1f} s\n",
@@ -248,6 +264,8 @@ void run_bench_prefill(const BenchPrefillOptions& o) {
   require(o.repeats >= 1, "--repeats must be at least 1, got {}", o.repeats);
   for (const int64_t length : parse_int_list(o.prompt_lens))
     require(length >= 1, "--prompt-lens: {} is not a prompt length", length);
+  require(o.decodes.batch >= 0, "--decode-batch must be at least 0, got {}", o.decodes.batch);
+  require(o.decodes.context >= 1, "--decode-context must be at least 1, got {}", o.decodes.context);
   const ModelConfig config = hf_config(o.model);
   if (o.weight_checksums_path.empty()) {
     run_rows(o, config);
@@ -278,6 +296,14 @@ void register_bench_prefill(CLI::App& bench) {
   command
       ->add_option("--repeats", options->repeats,
                    "timed prefills per row (after one warm-up), the median taken")
+      ->capture_default_str();
+  command
+      ->add_option("--decode-batch", options->decodes.batch,
+                   "sequences that also decode one token in each of the prompt's steps")
+      ->capture_default_str();
+  command
+      ->add_option("--decode-context", options->decodes.context,
+                   "tokens each decoding sequence holds at the prompt's first step")
       ->capture_default_str();
   command->add_option("--json", options->json_path, "write the rows as JSON");
   command->add_option(

@@ -33,32 +33,37 @@ double ratio(double numerator, double denominator) {
 nlohmann::json prefill_row(const ModelConfig& config, const PrefillRowKey& key,
                            const PrefillTimes& t) {
   const PrefillWork work = prefill_work(config, key.prompt_tokens, key.chunks);
-  return {{"kernel", "prefill"},
-          {"device", key.device},
-          {"model", key.model},
-          {"tensor_parallel_size", key.tensor_parallel_size},
-          {"kv", std::string(to_string(key.kv.dtype))},
-          {"kv_config", describe(key.kv)},
-          {"prompt_tokens", key.prompt_tokens},
-          {"chunk_tokens", key.chunk_tokens},
-          {"chunks", key.chunks},
-          {"repeats", key.repeats},
-          {"ttft_s", t.ttft},
-          {"tokens_per_s", ratio(double(key.prompt_tokens), t.ttft)},
-          {"gpu_s", t.gpu},
-          {"attention_s", t.attention},
-          {"linear_s", t.linear},
-          {"kv_write_s", t.kv_write},
-          {"other_s", t.gpu - t.attention - t.linear - t.kv_write},
-          {"attention_share", ratio(t.attention, t.gpu)},
-          {"linear_share", ratio(t.linear, t.gpu)},
-          {"flops", work.total()},
-          {"tflops", ratio(work.total(), t.ttft) / 1e12},
-          {"attention_flops", work.attention},
-          {"attention_tflops", ratio(work.attention, t.attention) / 1e12},
-          {"linear_flops", work.linear},
-          {"linear_flops_computed", work.linear_computed},
-          {"linear_tflops", ratio(work.linear_computed, t.linear) / 1e12}};
+  nlohmann::json row = {{"kernel", "prefill"},
+                        {"device", key.device},
+                        {"model", key.model},
+                        {"tensor_parallel_size", key.tensor_parallel_size},
+                        {"kv", std::string(to_string(key.kv.dtype))},
+                        {"kv_config", describe(key.kv)},
+                        {"prompt_tokens", key.prompt_tokens},
+                        {"chunk_tokens", key.chunk_tokens},
+                        {"chunks", key.chunks},
+                        {"repeats", key.repeats},
+                        {"ttft_s", t.ttft},
+                        {"tokens_per_s", ratio(double(key.prompt_tokens), t.ttft)},
+                        {"gpu_s", t.gpu},
+                        {"attention_s", t.attention},
+                        {"linear_s", t.linear},
+                        {"kv_write_s", t.kv_write},
+                        {"other_s", t.gpu - t.attention - t.linear - t.kv_write},
+                        {"attention_share", ratio(t.attention, t.gpu)},
+                        {"linear_share", ratio(t.linear, t.gpu)},
+                        {"flops", work.total()},
+                        {"tflops", ratio(work.total(), t.ttft) / 1e12},
+                        {"attention_flops", work.attention},
+                        {"attention_tflops", ratio(work.attention, t.attention) / 1e12},
+                        {"linear_flops", work.linear},
+                        {"linear_flops_computed", work.linear_computed},
+                        {"linear_tflops", ratio(work.linear_computed, t.linear) / 1e12}};
+  if (key.decode_batch > 0) {
+    row["decode_batch"] = key.decode_batch;
+    row["decode_context"] = key.decode_context;
+  }
+  return row;
 }
 
 std::string prefill_table_header() {

@@ -54,10 +54,15 @@ struct PrefillRowKey {
   int64_t chunks = 0;
   int repeats = 0;
   int tensor_parallel_size = 1;  // GPUs the model is split over (the work is still the whole's)
+  // Decode rows beside each chunk (bench_prefill_schedule.h): sequences, and their context at the
+  // first step. The row names them only when there are some.
+  int64_t decode_batch = 0;
+  int64_t decode_context = 0;
 };
 
 // A JSON row: the key, the times, tokens/s, the phases' shares of the GPU time, and TFLOP/s of the
 // whole prefill over its TTFT, of attention over its time and of the linear layers over theirs.
+// The work counted is the prompt's alone, also where decode rows share its steps.
 nlohmann::json prefill_row(const ModelConfig& config, const PrefillRowKey& key,
                            const PrefillTimes& times);
 

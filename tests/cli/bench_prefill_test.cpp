@@ -1,6 +1,6 @@
 // `oscar bench prefill` apart from the GPU: issue 40's work count, the rows built from measured
-// times, the chunks a lone prompt is fed in (as the engine schedules it), and the weights'
-// checksums that bench/prefill_peer.py compares.
+// times, the chunks a lone prompt is fed in (as the engine schedules it), the decode rows beside
+// them, and the weights' checksums that bench/prefill_peer.py compares.
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -66,6 +66,15 @@ TEST(BenchPrefill, RowsDivideTheWorkByEachPhasesTime) {
   EXPECT_NE(prefill_table_line(row).find("16384"), std::string::npos);
   // Unmeasured phases give zero rates, not infinities.
   EXPECT_EQ(prefill_row(config, key, PrefillTimes{})["attention_tflops"].get<double>(), 0);
+  // A lone prompt's row names no decode rows; a mixed one names them, with the same work.
+  EXPECT_FALSE(row.contains("decode_batch"));
+  PrefillRowKey mixed = key;
+  mixed.decode_batch = 16;
+  mixed.decode_context = 32768;
+  const nlohmann::json mixed_row = prefill_row(config, mixed, times);
+  EXPECT_EQ(mixed_row["decode_batch"], 16);
+  EXPECT_EQ(mixed_row["decode_context"], 32768);
+  EXPECT_EQ(mixed_row["flops"], row["flops"]);
 }
 
 TEST(BenchPrefill, ALonePromptRunsInChunksAsTheEngineSchedulesIt) {
@@ -102,6 +111,55 @@ TEST(BenchPrefill, ALonePromptRunsInChunksAsTheEngineSchedulesIt) {
     EXPECT_THROW(prefill_lone_prompt(prompt, options, kv, small, [](const SequenceStep&) {}),
                  Error);
     EXPECT_EQ(small.full.free_pages(), capacity.full / 4);
+  }
+}
+
+TEST(BenchPrefill, DecodeRowsGrowByOneTokenInEveryChunksStep) {
+  for (const KvCacheConfig& kv : bench_kv_configs("bf16,int2", ParamFormat::q8, "768", 128)) {
+    SCOPED_TRACE(describe(kv));
+    const int64_t length = 20000, chunk = 8192;
+    const DecodeRows decodes{3, 5000};
+    SchedulerOptions options;
+    options.max_num_seqs = 1;
+    options.prefill_chunk_tokens = chunk;
+    options.max_step_tokens = default_max_step_tokens(DeviceKind::cuda, chunk, 1);
+    const KvPageCounts capacity = prefill_pool_capacity(kv, length, chunk, decodes);
+    KvPagePools pools(capacity);
+    std::vector<int32_t> prompt(static_cast<size_t>(length));
+    std::iota(prompt.begin(), prompt.end(), 0);
+    int64_t computed = 0, step = 0;
+    const std::vector<int64_t> chunks = prefill_beside_decodes(
+        prompt, options, kv, pools, decodes, [&](std::span<const SequenceStep> steps) {
+          // The decode rows first, one token each at context + step, then the chunk.
+          ASSERT_EQ(int64_t(steps.size()), decodes.batch + 1);
+          for (int64_t r = 0; r < decodes.batch; ++r) {
+            const SequenceStep& row = steps[size_t(r)];
+            EXPECT_EQ(row.tokens.size(), 1u);
+            EXPECT_EQ(row.tokens.front(), kDecodeRowToken);
+            EXPECT_EQ(row.kv->num_tokens(), decodes.context + step);
+            EXPECT_GE(int64_t(row.kv->pages().size()) * kv.page_size_tokens,
+                      decodes.context + step + 1);
+            EXPECT_NE(row.kv, steps.back().kv);
+          }
+          EXPECT_EQ(steps.back().kv->num_tokens(), computed);
+          EXPECT_EQ(steps.back().tokens.front(), prompt[size_t(computed)]);
+          computed += int64_t(steps.back().tokens.size());
+          ++step;
+        });
+    EXPECT_EQ(chunks, (std::vector<int64_t>{8192, 8192, 3616}));
+    EXPECT_EQ(computed, length);
+    // Every page is back for the next run.
+    EXPECT_EQ(pools.full.free_pages(), capacity.full);
+    EXPECT_EQ(pools.quantized.free_pages(), capacity.quantized);
+    EXPECT_EQ(pools.band.free_pages(), capacity.band);
+    // Pools sized for the prompt alone cannot also hold the rows: an error, the pages returned.
+    const KvPageCounts alone = prefill_pool_capacity(kv, length, chunk, DecodeRows{});
+    KvPagePools small(alone);
+    EXPECT_THROW(prefill_beside_decodes(prompt, options, kv, small, decodes,
+                                        [](std::span<const SequenceStep>) {}),
+                 Error);
+    EXPECT_EQ(small.full.free_pages(), alone.full);
+    EXPECT_EQ(small.quantized.free_pages(), alone.quantized);
   }
 }
 
