@@ -178,6 +178,10 @@ void PrefixCache::release(Cursor& cursor) {
 }
 
 bool PrefixCache::evict(KvPageCounts needed) {
+  return evict_leaves(needed) || drop_unshared_copies(needed);
+}
+
+bool PrefixCache::evict_leaves(KvPageCounts needed) {
   while (!pools_.can_allocate(needed)) {
     // The least recently used leaf that no sequence pins.
     Node* victim = nullptr;
@@ -200,9 +204,47 @@ bool PrefixCache::evict(KvPageCounts needed) {
   return true;
 }
 
+// A running sequence pins its whole path, and the path keeps the full page of every page that was
+// in the sequence's recent window when recorded and the band copy of every page that was in its
+// band (insert), long after the sequence itself has let them go: at 32K prompts that is tens of
+// band pages a sequence, where the pools hold the sequences' own pages only (capacity_for_bytes),
+// and the scheduler preempted once they ran dry (docs/bench/notes/2026-11-28-mixed-steps.md). Such
+// copies, held by the cache alone, go least recently used first, of the kinds the pools lack. A
+// node without one is no longer where a hit may end (usable), so a later hit ends at another page;
+// the sink pages' full copies stay, every hit reads them.
+bool PrefixCache::drop_unshared_copies(KvPageCounts needed) {
+  std::vector<std::pair<Node*, int64_t>> nodes;  // with their page index
+  std::function<void(Node&, int64_t)> visit = [&](Node& node, int64_t page) {
+    for (auto& [key, child] : node.children) {
+      nodes.emplace_back(child.get(), page);
+      visit(*child, page + 1);
+    }
+  };
+  visit(*root_, 0);
+  std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
+    return a.first->last_used < b.first->last_used;
+  });
+  auto drop = [&](Node& node, int32_t& id, PagePool& pool, int64_t& unpinned) {
+    if (id < 0 || pool.ref_count(id) != 1) return;
+    pool.release(id);
+    id = -1;
+    if (node.pins == 0) --unpinned;
+  };
+  for (const auto& [node, page] : nodes) {
+    if (pools_.can_allocate(needed)) return true;
+    if (needed.full > pools_.full.free_pages() && page * kv_.page_size_tokens >= kv_.sink_tokens) {
+      drop(*node, node->pages.full, pools_.full, unpinned_pages_.full);
+    }
+    if (needed.band > pools_.band.free_pages()) {
+      drop(*node, node->pages.band, pools_.band, unpinned_pages_.band);
+    }
+  }
+  return pools_.can_allocate(needed);
+}
+
 void PrefixCache::evict_unpinned() {
-  evict({pools_.full.capacity() + int64_t(1), pools_.quantized.capacity() + int64_t(1),
-         pools_.band.capacity() + int64_t(1)});
+  evict_leaves({pools_.full.capacity() + int64_t(1), pools_.quantized.capacity() + int64_t(1),
+                pools_.band.capacity() + int64_t(1)});
 }
 
 int64_t PrefixCache::cached_pages() const {

@@ -4,7 +4,7 @@
 // own, so later requests that start with the same tokens reuse them and skip that prefill. Under
 // the decode rule a token's K/V and its quantized bytes depend only on the tokens up to it, so a
 // hit gives exactly the answer a cold run gives. Unreferenced leaves are evicted least recently
-// used first when the pools run dry.
+// used first when the pools run dry, then the full-precision and band copies no sequence holds.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -38,7 +38,8 @@ class PrefixCache {
   void insert(std::span<const int32_t> tokens, const SequencePages& pages, Cursor& cursor);
   // Unpins the cursor's nodes (the sequence ended or was preempted).
   void release(Cursor& cursor);
-  // Evicts unreferenced leaves, oldest first, until the pools have `needed` free pages.
+  // Frees pages until the pools have `needed` free: evicts unreferenced leaves, oldest first, then
+  // gives up the full-precision and band copies that only the cache holds (drop_unshared_copies).
   bool evict(KvPageCounts needed);
   // Evicts every page no running sequence pins.
   void evict_unpinned();
@@ -55,6 +56,8 @@ class PrefixCache {
   void touch(Node* node);
   void release_pages(const LogicalPage& pages);
   void record_quantized(Node& node, const LogicalPage& page);
+  bool evict_leaves(KvPageCounts needed);
+  bool drop_unshared_copies(KvPageCounts needed);
 
   const KvCacheConfig& kv_;
   KvPagePools& pools_;
