@@ -440,6 +440,77 @@ TEST(CudaStepPlan, APlanFilledOverAnEarlierStepsIsAFreshOne) {
   EXPECT_EQ(reused.migrations_read_earlier_steps, fresh.migrations_read_earlier_steps);
 }
 
+// A serving step (Scheduler::schedule): decode rows at 32K, then a prompt's 8192-token chunk at
+// 24K, in OSCAR's INT2 layout with the band. The decode rows go to the split-K decode kernel
+// whole and only there; only the prompt's pages get scratch copies and their dequantize tasks;
+// the tensor-core kernel's block items come longest first.
+TEST(CudaStepPlan, AMixedStepDequantizesOnlyThePromptsPages) {
+  KvCacheConfig kv;
+  kv.dtype = KvDtype::int2;
+  kv.group_size = 128;
+  kv.band_tokens = 768;
+  kv.page_size_tokens = 64;
+  int32_t next_page = 0;
+  auto sequence_of = [&](int64_t cached, int64_t new_tokens) {
+    std::vector<LogicalPage> pages;
+    for (int64_t p = 0; p <= (cached + new_tokens) / kv.page_size_tokens; ++p, next_page += 3)
+      pages.push_back({next_page, next_page + 1, next_page + 2});
+    SequencePages sequence;
+    sequence.attach_prefix(pages, cached);
+    return sequence;
+  };
+  const int64_t decodes = 3, context = 32768, cached = 24576, chunk = 8192;
+  std::vector<SequencePages> rows;
+  for (int64_t r = 0; r < decodes; ++r) rows.push_back(sequence_of(context + r, 1));
+  const int32_t first_prompt_page = next_page;
+  SequencePages prompt = sequence_of(cached, chunk);
+  const std::vector<int32_t> decode_token = {2}, prompt_tokens(size_t(chunk), 1);
+  std::vector<SequenceStep> steps;
+  for (const SequencePages& row : rows) steps.push_back({std::span(decode_token), &row, false});
+  steps.push_back({std::span(prompt_tokens), &prompt, false});
+  StepPlan plan;
+  make_step_plan(steps, kv,
+                 {.num_kv_heads = 8,
+                  .group = 4,
+                  .fast_decode = true,
+                  .resident_blocks = 396,
+                  .tensor_core_prefill = true},
+                 plan);
+  ASSERT_EQ(int64_t(plan.rows.size()), decodes + chunk);
+  // Each decode row's keys, every one of its positions once, in decode items.
+  for (int64_t r = 0; r < decodes; ++r) {
+    int64_t covered = 0;
+    for (const DecodeItem& item : plan.decode_items) {
+      if (item.row == r) covered += item.end - item.begin;
+    }
+    EXPECT_EQ(covered, context + r + 1) << "decode row " << r;
+  }
+  for (const DecodeItem& item : plan.decode_items) EXPECT_LT(item.row, decodes);
+  // The block items hold the chunk's rows, each once, the longest first.
+  int64_t block_rows = 0;
+  for (size_t i = 0; i < plan.block_items.size(); ++i) {
+    const BlockItem& item = plan.block_items[i];
+    EXPECT_GE(item.first_row, decodes);
+    EXPECT_EQ(item.prefill_table, 0);
+    block_rows += item.row_count;
+    if (i > 0) {
+      const BlockItem& before = plan.block_items[i - 1];
+      EXPECT_GE(before.key_end - before.key_begin, item.key_end - item.key_begin);
+    }
+  }
+  EXPECT_EQ(block_rows, chunk);
+  // Scratch: the prompt's pages only, its 2-bit pages up to the last row's band and its band
+  // pages from the first row's band on.
+  EXPECT_EQ(plan.prefill_pages.size(), prompt.pages().size());
+  for (const PageIds& ids : plan.prefill_pages) EXPECT_GE(ids.full, first_prompt_page);
+  const int64_t last_band = band_begin(kv, cached + chunk);
+  EXPECT_EQ(int64_t(plan.dequantize.size()),
+            (last_band + kv.page_size_tokens - 1) / kv.page_size_tokens - 1);
+  for (const DequantizeTask& task : plan.dequantize) EXPECT_GE(task.source, first_prompt_page);
+  for (const DequantizeTask& task : plan.band_dequantize) EXPECT_GE(task.source, first_prompt_page);
+  EXPECT_FALSE(plan.band_dequantize.empty());
+}
+
 }  // namespace
 }  // namespace oscar::cuda
 
