@@ -197,8 +197,8 @@ static_assert(kWarps * kMaxGroup * (kHeadDim + 2) * 4 <= kPoolsBytes, "merge are
 
 KernelPointer prepared_kernel(const PageLayout& layout) {
   const KernelPointer kernel = kernel_for(layout);
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
-        "cudaFuncSetAttribute(decode_attention)");
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), kSharedBytes,
+                              "cudaFuncSetAttribute(decode_attention)");
   return kernel;
 }
 

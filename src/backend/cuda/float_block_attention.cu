@@ -313,9 +313,8 @@ __global__ void __launch_bounds__(kThreads) float_block_attention_kernel(const A
 constexpr int kSharedBytes = int(sizeof(Shared));
 
 void prepare() {
-  check(cudaFuncSetAttribute(float_block_attention_kernel,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes),
-        "cudaFuncSetAttribute(float_block_attention)");
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(float_block_attention_kernel),
+                              kSharedBytes, "cudaFuncSetAttribute(float_block_attention)");
 }
 
 }  // namespace

@@ -533,8 +533,8 @@ void launch_prefill_attention(const AttentionArgs& args, int64_t block_items,
                           ? prefill_attention_kernel<kLargePageTensorMapRows>
                           : prefill_attention_kernel<kPageTensorMapRows>;
   constexpr int kDynamicBytes = kSharedBytes + kSharedAlignment;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kDynamicBytes),
-        "cudaFuncSetAttribute(prefill_attention)");
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), kDynamicBytes,
+                              "cudaFuncSetAttribute(prefill_attention)");
   kernel<<<int(blocks), kThreads, kDynamicBytes, stream>>>(args, full_map, scratch_map);
   check_launch("prefill_attention_kernel");
 }
