@@ -1,7 +1,6 @@
 #include "engine/prefix_cache.h"
 
 #include <algorithm>
-#include <functional>
 
 namespace oscar {
 
@@ -27,17 +26,23 @@ void count_pages(const LogicalPage& pages, int64_t sign, KvPageCounts& counts) {
   counts.band += sign * (pages.band >= 0);
 }
 
+// Calls visit(node, page) for every node below `root`, parents first; `page` is the node's page
+// index in its sequences (the root's children hold page 0).
+template <typename Node, typename Visit>
+void for_each_node(Node& root, const Visit& visit, int64_t page = 0) {
+  for (auto& [key, child] : root.children) {
+    visit(*child, page);
+    for_each_node(*child, visit, page + 1);
+  }
+}
+
 }  // namespace
 
 PrefixCache::PrefixCache(const KvCacheConfig& kv, KvPagePools& pools)
     : kv_(kv), pools_(pools), root_(std::make_unique<Node>()) {}
 
 PrefixCache::~PrefixCache() {
-  std::function<void(Node&)> release_all = [&](Node& node) {
-    for (auto& [key, child] : node.children) release_all(*child);
-    release_pages(node.pages);
-  };
-  release_all(*root_);
+  for_each_node(*root_, [&](Node& node, int64_t) { release_pages(node.pages); });
 }
 
 void PrefixCache::release_pages(const LogicalPage& pages) {
@@ -185,17 +190,11 @@ bool PrefixCache::evict_leaves(KvPageCounts needed) {
   while (!pools_.can_allocate(needed)) {
     // The least recently used leaf that no sequence pins.
     Node* victim = nullptr;
-    std::function<void(Node&)> find = [&](Node& node) {
-      for (auto& [key, child] : node.children) {
-        if (child->children.empty()) {
-          if (child->pins == 0 && (victim == nullptr || child->last_used < victim->last_used))
-            victim = child.get();
-        } else {
-          find(*child);
-        }
-      }
-    };
-    find(*root_);
+    for_each_node(*root_, [&](Node& node, int64_t) {
+      if (node.children.empty() && node.pins == 0 &&
+          (victim == nullptr || node.last_used < victim->last_used))
+        victim = &node;
+    });
     if (victim == nullptr) return false;
     count_pages(victim->pages, -1, unpinned_pages_);
     release_pages(victim->pages);
@@ -214,13 +213,7 @@ bool PrefixCache::evict_leaves(KvPageCounts needed) {
 // the sink pages' full copies stay, every hit reads them.
 bool PrefixCache::drop_unshared_copies(KvPageCounts needed) {
   std::vector<std::pair<Node*, int64_t>> nodes;  // with their page index
-  std::function<void(Node&, int64_t)> visit = [&](Node& node, int64_t page) {
-    for (auto& [key, child] : node.children) {
-      nodes.emplace_back(child.get(), page);
-      visit(*child, page + 1);
-    }
-  };
-  visit(*root_, 0);
+  for_each_node(*root_, [&](Node& node, int64_t page) { nodes.emplace_back(&node, page); });
   std::stable_sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
     return a.first->last_used < b.first->last_used;
   });
@@ -248,15 +241,9 @@ void PrefixCache::evict_unpinned() {
 }
 
 int64_t PrefixCache::cached_pages() const {
-  int64_t count = 0;
-  std::function<void(const Node&)> visit = [&](const Node& node) {
-    for (const auto& [key, child] : node.children) {
-      count += (child->pages.full >= 0) + (child->pages.quantized >= 0) + (child->pages.band >= 0);
-      visit(*child);
-    }
-  };
-  visit(*root_);
-  return count;
+  KvPageCounts counts;
+  for_each_node(*root_, [&](const Node& node, int64_t) { count_pages(node.pages, 1, counts); });
+  return counts.full + counts.quantized + counts.band;
 }
 
 }  // namespace oscar
