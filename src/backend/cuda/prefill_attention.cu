@@ -436,10 +436,13 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
     wgmma::fence_operands(o);
     fence_weights(p);
     if (lane == 0) bulk::arrive(stages.values_empty(previous_stage));
+    // Most tiles leave a row's max where it was: its correction is exactly 1.
+    if (correction[0] != 1.0f || correction[1] != 1.0f) {
 #pragma unroll
-    for (int b = 0; b < 16; ++b) {
+      for (int b = 0; b < 16; ++b) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) o[4 * b + e] *= correction[e / 2];
+        for (int e = 0; e < 4; ++e) o[4 * b + e] *= correction[e / 2];
+      }
     }
     pack_weights(s, p);
     advance();
@@ -468,9 +471,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       shared_raw +
       ((kSharedAlignment - (shared_address(shared_raw) % kSharedAlignment)) % kSharedAlignment));
   const SharedStages stages{shared_address(shared)};
-  // Items in reverse: a sequence's later tokens read more keys, and the longest blocks go first.
-  const int items = int(gridDim.x) / args.num_kv_heads;
-  const BlockItem item = args.block_items[items - 1 - int(blockIdx.x) / args.num_kv_heads];
+  // Items in the plan's order, longest first (step_plan.cpp), so that no long block starts last.
+  const BlockItem item = args.block_items[int(blockIdx.x) / args.num_kv_heads];
   const int kv_head = int(blockIdx.x % args.num_kv_heads);
   const QueryRow first = args.rows[item.first_row];
   const QueryRow last = args.rows[item.first_row + item.row_count - 1];
