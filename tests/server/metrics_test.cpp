@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "server_fixture.h"
+#include "support/test_paths.h"
 
 namespace oscar::testing {
 namespace {
@@ -165,10 +166,13 @@ TEST(Metrics, VllmGaugesShowTheQueue) {
   options.max_num_seqs = 1;
   TestServer server(options);
   const std::vector<std::string> prompts = distinct_prompts(2);
+  // Long enough that the second request waits while the first runs: the sanitizers' build decodes
+  // several times slower, so fewer tokens keep it as long.
+  const int64_t max_tokens = kSanitized ? 60 : 300;
   std::vector<StreamedResponse> responses(prompts.size());
   std::vector<std::thread> clients;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    clients.emplace_back([&, i] { responses[i] = server.stream(prompts[i], 300); });
+    clients.emplace_back([&, i] { responses[i] = server.stream(prompts[i], max_tokens); });
   }
   bool queued = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
