@@ -2,7 +2,8 @@
 // Tensor parallelism with the ranks as threads of one process, one GPU each (the GPU benchmarks and
 // tests; serving runs a process a rank, cli/tensor_parallel_options.h). Thread r uses GPU r and
 // gets its GpuGroup; a rank that throws tells the others, whose waits then end in an Error
-// instead of waiting for its collectives, and the first error is rethrown here. The group's NCCL
+// instead of waiting for its collectives, and the first error is rethrown here. Ranks still
+// running `timeout` after a failure end the process (parallel/rank_threads.h). The group's NCCL
 // id makes one communicator: each rank builds one backend with it (another run, another id).
 #include <functional>
 
