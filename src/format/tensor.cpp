@@ -119,4 +119,24 @@ std::vector<float> to_float_vector(const TensorView& tensor) {
   return out;
 }
 
+std::vector<float> to_float_block(const TensorView& matrix, int64_t first_row, int64_t rows,
+                                  int64_t first_column, int64_t columns) {
+  const int64_t all_rows = matrix.shape.empty() ? 0 : matrix.shape[0];
+  const int64_t all_columns = all_rows == 0 ? 0 : matrix.numel() / all_rows;
+  require(first_row >= 0 && rows >= 0 && first_row + rows <= all_rows && first_column >= 0 &&
+              columns >= 0 && first_column + columns <= all_columns,
+          "tensor {}: rows {}+{}, columns {}+{} lie outside its [{}, {}]", matrix.name, first_row,
+          rows, first_column, columns, all_rows, all_columns);
+  const size_t element = dtype_size_bytes(matrix.dtype);
+  std::vector<float> out(size_t(rows * columns));
+  TensorView piece = matrix;
+  piece.shape = {columns};
+  for (int64_t r = 0; r < rows; ++r) {
+    piece.data = matrix.data.subspan(size_t((first_row + r) * all_columns + first_column) * element,
+                                     size_t(columns) * element);
+    convert_to_float(piece, std::span(out).subspan(size_t(r * columns), size_t(columns)));
+  }
+  return out;
+}
+
 }  // namespace oscar

@@ -29,5 +29,9 @@ struct TensorView {
 // Converts a floating-point tensor (f32, f16, bf16 or f64) to float32; `out` holds numel() values.
 void convert_to_float(const TensorView& tensor, std::span<float> out);
 std::vector<float> to_float_vector(const TensorView& tensor);
+// Rows [first_row, first_row + rows) and columns [first_column, first_column + columns) of a
+// floating-point matrix (shape [rows, columns...]), converted alone, row-major.
+std::vector<float> to_float_block(const TensorView& matrix, int64_t first_row, int64_t rows,
+                                  int64_t first_column, int64_t columns);
 
 }  // namespace oscar

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <random>
 
 #include "backend/backend.h"
@@ -16,6 +17,7 @@
 #include "quant/kv_rotations.h"
 #include "support/logit_checks.h"
 #include "support/test_paths.h"
+#include "util/error.h"
 
 namespace oscar {
 namespace {
@@ -197,6 +199,23 @@ TEST(ValueErrorFeedback, FactorDecorrelatesTheFoldedOutputProjection) {
     for (int64_t l = 0; l < d; ++l)
       if (l != j) worst = std::max(worst, std::abs(p(j, l)) / std::sqrt(p(j, j) * p(l, l)));
   EXPECT_LT(worst, 1e-3);
+}
+
+// A tensor-parallel rank computes only its KV heads' factors: the same values as the whole model's.
+TEST(ValueErrorFeedback, AKvHeadRangeGivesThoseHeadsFactors) {
+  const ModelConfig& config = testbed().config;
+  ASSERT_GE(config.num_kv_heads, 2);
+  const KvRotations rotations = random_rotations(config, 29);
+  const std::vector<float> all = value_feedback_factors(testbed(), rotations);
+  const std::vector<float> last = value_feedback_factors(testbed(), rotations, {1, 1});
+  const int64_t d = config.head_dim, block = d * d;
+  ASSERT_EQ(int64_t(last.size()), config.num_layers * block);
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    const auto expected = all.begin() + (layer * config.num_kv_heads + 1) * block;
+    EXPECT_TRUE(std::equal(expected, expected + block, last.begin() + layer * block))
+        << "layer " << layer;
+  }
+  EXPECT_THROW(value_feedback_factors(testbed(), rotations, {1, config.num_kv_heads}), Error);
 }
 
 }  // namespace

@@ -99,9 +99,9 @@ CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& option
           "error feedback needs the oscar method's rotations file");
   store_.set_feedback(
       kv_.key_error_feedback ? key_feedback_factors(*shard_rotations_kept) : std::vector<float>{},
-      kv_.value_error_feedback ? shard_per_kv_head(value_feedback_factors(weights, *rotations),
-                                                   config_.num_layers, config_.num_kv_heads, plan_)
-                               : std::vector<float>{});
+      kv_.value_error_feedback
+          ? value_feedback_factors(weights, *rotations, {plan_.first_kv_head, plan_.num_kv_heads})
+          : std::vector<float>{});
 }
 
 std::string CpuBackend::device_name() const {

@@ -215,8 +215,8 @@ CudaBackend::CudaBackend(const ModelWeights& weights, const BackendOptions& opti
     upload(key_feedback_factors(shard_rotations(*rotations, shard_plan_)), key_feedback_);
   }
   if (kv_.value_error_feedback) {
-    upload(shard_per_kv_head(value_feedback_factors(weights, *rotations), config_.num_layers,
-                             config_.num_kv_heads, shard_plan_),
+    upload(value_feedback_factors(weights, *rotations,
+                                  {shard_plan_.first_kv_head, shard_plan_.num_kv_heads}),
            value_feedback_);
   }
   gemm_ = std::make_unique<Gemm>(stream_);

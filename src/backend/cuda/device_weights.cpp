@@ -37,20 +37,7 @@ Block column_block(const TensorView& tensor, int64_t first, int64_t count) {
 }
 
 std::vector<float> float_block(const TensorView& tensor, const Block& block) {
-  const Block all = whole(tensor);
-  require(
-      block.first_row + block.rows <= all.rows && block.first_column + block.columns <= all.columns,
-      "{}: a share of rows {}+{}, columns {}+{} lies outside its [{}, {}]", tensor.name,
-      block.first_row, block.rows, block.first_column, block.columns, all.rows, all.columns);
-  std::vector<float> values = to_float_vector(tensor);
-  if (block.rows == all.rows && block.columns == all.columns) return values;
-  std::vector<float> share(size_t(block.rows * block.columns));
-  for (int64_t r = 0; r < block.rows; ++r) {
-    std::memcpy(&share[size_t(r * block.columns)],
-                &values[size_t((block.first_row + r) * all.columns + block.first_column)],
-                size_t(block.columns) * sizeof(float));
-  }
-  return share;
+  return to_float_block(tensor, block.first_row, block.rows, block.first_column, block.columns);
 }
 
 void append_bf16(const std::vector<float>& values, Bf16Vector& out) {
