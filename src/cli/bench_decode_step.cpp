@@ -236,8 +236,8 @@ void run_bench_decode_step(const BenchDecodeStepOptions& o) {
       run_gpu_ranks_as_threads(
           tp, [&](const GpuGroup& group) { run_rank(o, weights, kv, gpu, group, rows); });
     }
+    write_rows(o.json_path, gpu, rows);  // each cache's rows as soon as they exist
   }
-  write_rows(o.json_path, gpu, rows);
 }
 #else
 void run_bench_decode_step(const BenchDecodeStepOptions&) {

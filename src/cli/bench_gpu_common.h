@@ -89,7 +89,8 @@ std::vector<SequencePages> fill_sequences_sharing_pages(const KvCacheConfig& kv,
 // Bytes of one layer's pages that the decode rule reads for the query at position t, all KV heads.
 int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t t);
 
-// Writes {"device": ..., "rows": [...]} to `path` when it is not empty.
+// Writes {"device": ..., "rows": [...]} to `path` when it is not empty, replacing the file at once.
+// Long benches call it after each part, so a run stopped partway keeps the rows it finished.
 void write_rows(const std::string& path, const GpuDescription& gpu,
                 const std::vector<nlohmann::json>& rows);
 

@@ -250,8 +250,8 @@ void run_rows(const BenchPrefillOptions& o, const ModelConfig& config) {
         prefill_on_rank(o, weights, kv, gpu.name, free_bytes, group, rows);
       });
     }
+    write_rows(o.json_path, gpu, rows);  // each cache's rows as soon as they exist
   }
-  write_rows(o.json_path, gpu, rows);
 }
 #else
 void run_rows(const BenchPrefillOptions&, const ModelConfig&) {
