@@ -35,11 +35,10 @@ std::vector<float> value_feedback_factors(const ModelWeights& weights, const KvR
       0, config.num_layers * heads.count,
       [&](int64_t task) {
         const int64_t layer = task / heads.count, kv_head = heads.first + task % heads.count;
-        const int64_t first_column = kv_head * config.group_size() * d;
         // This KV head's group of W_o's columns, [hidden][group * D].
         const int64_t columns = config.group_size() * d;
-        const std::vector<float> group_columns =
-            to_float_block(weights.layers[size_t(layer)].o_proj, 0, hidden, first_column, columns);
+        const std::vector<float> group_columns = to_float_block(
+            weights.layers[size_t(layer)].o_proj, 0, hidden, kv_head * columns, columns);
         const RowMatrix w_o =
             Eigen::Map<const FloatRowMatrix>(group_columns.data(), hidden, columns).cast<double>();
         RowMatrix m = RowMatrix::Zero(d, d);

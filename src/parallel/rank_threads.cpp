@@ -12,19 +12,6 @@
 #include "util/error.h"
 
 namespace oscar {
-namespace {
-
-std::string error_message(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
-
-}  // namespace
 
 void run_ranks_as_threads(int world_size,
                           const std::function<void(int rank, const RankThreadHooks&)>& rank,
@@ -71,7 +58,9 @@ void run_ranks_as_threads(int world_size,
     for (int r = 0; r < world_size; ++r) {
       if (running[size_t(r)]) stuck += fmt::format("{}{}", stuck.empty() ? "" : ", ", r);
     }
-    const std::string why = first_error ? error_message(first_error) : failure;
+    const std::string why =
+        first_error ? exception_message(first_error, "an exception that is not a std::exception")
+                    : failure;
     std::fprintf(stderr,
                  "oscar: %s; rank(s) %s still running %.1f s after it, blocked where they cannot "
                  "see it (a GPU rank waiting behind a collective for its dead peer): the process "

@@ -242,17 +242,10 @@ void HttpServer::register_routes() {
         ApiError(status, status == 404 ? "not_found" : "invalid_request_error", message).to_json(),
         "application/json");
   });
-  server_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
-        std::string message = "internal error";
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          message = e.what();
-        } catch (...) {
-        }
-        send_error(res, ApiError(500, "internal_error", message));
-      });
+  server_->set_exception_handler([](const httplib::Request&, httplib::Response& res,
+                                    std::exception_ptr error) {
+    send_error(res, ApiError(500, "internal_error", exception_message(error, "internal error")));
+  });
 }
 
 void HttpServer::bind() {
