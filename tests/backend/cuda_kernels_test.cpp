@@ -147,8 +147,9 @@ TEST_F(CudaKernels, GemmSwigluMatchesUnfusedAndCpu) {
   }
 }
 
-// q/k norm + RoPE, then the KV write, of 3, 21 and 75 rows (positions 1, 68, 40007, then spread to
-// 60K; a decode step's tiles of 8 rows, a prefill chunk's wider slices) with and without q/k norm
+// q/k norm + RoPE, then the KV write, of 3, 21, 75 and 4000 rows (positions 1, 68, 40007, then
+// spread to 60K; a decode step's tiles of 8 rows, a prefill chunk's copy and rotated tiles, and
+// enough tiles that each resident block of a KV head takes several) with and without q/k norm
 // weights and a key rotation: the q and k parts of the rows normed and rotary-embedded in place as
 // on the CPU, the v part untouched, the queries rotated by R_K, the keys rotated and the values as
 // bf16 in each row's page slot.
@@ -158,8 +159,12 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
   KvCacheConfig kv;
   kv.page_size_tokens = 64;
   const PageLayout layout = make_page_layout(kv, kv_heads, d);
-  for (const auto& [rows, norms_and_rotation] :
-       {std::pair<int64_t, bool>{3, true}, {3, false}, {21, true}, {75, true}, {75, false}}) {
+  for (const auto& [rows, norms_and_rotation] : {std::pair<int64_t, bool>{3, true},
+                                                 {3, false},
+                                                 {21, true},
+                                                 {75, true},
+                                                 {75, false},
+                                                 {4000, true}}) {
     const auto qkv = random_floats(size_t(rows * stride), 7, -3.f, 3.f);
     const auto q_norm = random_floats(size_t(d), 8, 0.5f, 1.5f),
                k_norm = random_floats(size_t(d), 9, 0.5f, 1.5f);

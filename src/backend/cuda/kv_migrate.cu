@@ -222,10 +222,12 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
 constexpr int kLanesPerToken = 16;
 constexpr int kChannelsPerLane = kHeadDim / kLanesPerToken;
 constexpr int kTokensPerWarp = 32 / kLanesPerToken;
-// Warps of a block: prefill chunks take 8, so that the three blocks a multiprocessor holds (their
-// staged factors fill its shared memory) give it 24 warps to hide the chain's latency with; decode
-// steps, whose few tokens fill few warps, 4.
-constexpr int kPrefillFeedbackWarps = 8;
+// Warps of a block: prefill chunks take 12, so that the three blocks a multiprocessor holds (their
+// staged factors fill its shared memory) give it 36 warps to hide the chain's latency with, the
+// registers capped to fit them (__launch_bounds__ below; 24 warps of 8-warp blocks were slower);
+// decode steps, whose few tokens fill few warps, 4.
+constexpr int kPrefillFeedbackWarps = 12;
+constexpr int kPrefillFeedbackBlocks = 3;
 constexpr int kDecodeFeedbackWarps = 4;
 // The factor in shared memory: row j's 16 segments of 8 channels, with 16 bytes between each four,
 // so the eight lanes of a quarter warp, reading eight segments of a row, hit different banks.
@@ -325,7 +327,8 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
 // Blocks per (layer, KV head), as many as the step's tokens need (a prefill chunk's hundreds), each
 // staging the head's factor once; blockIdx.y: keys, then values (or values alone).
 template <int Warps>
-__global__ void __launch_bounds__(Warps * 32)
+__global__ void __launch_bounds__(Warps * 32,
+                                  Warps == kPrefillFeedbackWarps ? kPrefillFeedbackBlocks : 0)
     migrate_fed_back_rows_kernel(const KvMigrateArgs args) {
   constexpr int kTokensPerBlock = Warps * kTokensPerWarp;
   extern __shared__ float4 staged[];

@@ -36,11 +36,10 @@ constexpr int shared_bytes(int rows_per_block, int group) {
 // it needs and every vector of its rows (the key, then the group's queries) are copied into shared
 // memory with every copy in flight at once; then each thread takes four adjacent channels of a
 // vector, each one fma chain over i as on the CPU, with a 16-byte read of R_K's row i (and one of
-// the vector per four steps). Decode steps use slices of 8 channels, so that a step's few rows
-// spread over 16 blocks a KV head; prefill chunks slices of 32, which read each row 4 times and
-// not 16. One thread a channel, reading the vector and R_K four bytes at a time, kept a decode
-// step's blocks busy with those shared-memory reads (docs/bench/notes/2026-11-27-decode-step.md,
-// the KV write in channel quads).
+// the vector per four steps). Steps of up to 64 rows (decode steps) use slices of 8 channels, so
+// that a step's few rows spread over 16 blocks a KV head. One thread a channel, reading the vector
+// and R_K four bytes at a time, kept a decode step's blocks busy with those shared-memory reads
+// (docs/bench/notes/2026-11-27-decode-step.md, the KV write in channel quads).
 template <int Columns>
 __global__ void __launch_bounds__(kThreads)
     kv_write_kernel(const KvWriteArgs args, int rows, int rows_per_block) {
@@ -151,116 +150,191 @@ void launch_slices(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
                  stream, args, int(rows), rows_per_block);
 }
 
+// Prefill chunks' rows without a rotation: a copy, a thread per four channels of a row's query
+// (into `rotated_queries` as they are), key or value (into its page slot as bf16), the threads of a
+// warp on consecutive channels. (Staged through shared memory per slice of channels, as the kernel
+// above does for a decode step's few rows, the copy ran at a third of the memory's speed.)
+constexpr int kCopyThreads = 256;
+
+__global__ void __launch_bounds__(kCopyThreads)
+    kv_write_copy_kernel(const KvWriteArgs args, int rows) {
+  wait_for_producer();
+  release_consumer();
+  constexpr int kQuads = kHeadDim / 4;
+  const int vectors = args.num_heads + 2 * args.num_kv_heads;  // q, k, v heads of a row
+  const int64_t items = int64_t(rows) * vectors * kQuads;
+  const PageLayout& layout = args.layout;
+  for (int64_t item = int64_t(blockIdx.x) * kCopyThreads + threadIdx.x; item < items;
+       item += int64_t(gridDim.x) * kCopyThreads) {
+    const int quad = int(item % kQuads), vector = int(item / kQuads % vectors);
+    const int row = int(item / (int64_t(kQuads) * vectors));
+    const float4 x = reinterpret_cast<const float4*>(args.qkv + int64_t(row) * args.row_stride +
+                                                     int64_t(vector) * kHeadDim)[quad];
+    if (vector < args.num_heads) {
+      reinterpret_cast<float4*>(args.rotated_queries +
+                                (int64_t(row) * args.num_heads + vector) * kHeadDim)[quad] = x;
+      continue;
+    }
+    const bool is_value = vector >= args.num_heads + args.num_kv_heads;
+    const int kv_head = vector - args.num_heads - (is_value ? args.num_kv_heads : 0);
+    const QueryRow q = args.rows[row];
+    const PageIds page = args.page_table[q.page_table + q.position / layout.page_size_tokens];
+    const int slot = q.position % layout.page_size_tokens;
+    store_bf16x4(args.full_pages + int64_t(page.full) * layout.full_page_bytes +
+                     (is_value ? layout.full_value_offset(kv_head, slot)
+                               : layout.full_key_offset(kv_head, slot)) +
+                     quad * 8,
+                 x);
+  }
+}
+
+void launch_copy(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
+  const int64_t items = rows * (args.num_heads + 2 * args.num_kv_heads) * (kHeadDim / 4);
+  const int64_t blocks = std::min<int64_t>((items + kCopyThreads - 1) / kCopyThreads, 65536);
+  launch_chained("kv_write_copy_kernel", kv_write_copy_kernel, dim3(unsigned(blocks)),
+                 dim3(kCopyThreads), 0, stream, args, int(rows));
+}
+
 // Prefill chunks' rows with a rotation: the key and the group's queries of each row are the rows
-// of X [vectors][D], and X R_K a matrix product, tiled in registers: a block takes 128 vectors of
-// one KV head with all of R_K in shared memory, a thread 8 vectors x 8 channels, each output one
-// fma chain over i as on the CPU (the same results as the kernel above, with a quarter of its
-// shared-memory reads per fma). Each block also copies its share of the rows' values.
+// of X [vectors][D], and X R_K a matrix product, tiled in registers: a thread takes 8 vectors x 8
+// channels of a 128-vector tile, each output one fma chain over i as on the CPU (the same results
+// as the kernel above, with a quarter of its shared-memory reads per fma). The blocks of a KV head
+// stay resident: each copies the head's R_K into shared memory once, then walks its share of the
+// head's tiles with the next tile's copy in flight while it computes the current one (one tile per
+// block, copied and then computed, left the multiprocessors waiting on every copy). Each block
+// also copies its share of the rows' values.
 constexpr int kTileVectors = 128;
 constexpr int kTileThreads = 256;
 constexpr int kTileVectorStride = kHeadDim + 4;  // floats
-constexpr int kTileSharedBytes = (kHeadDim * kHeadDim + kTileVectors * kTileVectorStride) * 4;
+constexpr int kTileFloats = kTileVectors * kTileVectorStride;
+constexpr int kTileSharedBytes = (kHeadDim * kHeadDim + 2 * kTileFloats) * 4;
+
+// Starts the copies of tile `tile`'s vectors into `target` (vectors past the end repeat the last
+// one: computed, never stored).
+__device__ __forceinline__ void copy_vector_tile(const KvWriteArgs& args, int kv_head, int tile,
+                                                 int vectors, float* target) {
+  const int group = args.num_heads / args.num_kv_heads, per_row = 1 + group;
+  for (int chunk = int(threadIdx.x); chunk < kTileVectors * (kHeadDim / 4); chunk += kTileThreads) {
+    const int local = chunk / (kHeadDim / 4), quad = chunk % (kHeadDim / 4);
+    const int v = min(tile * kTileVectors + local, vectors - 1);
+    const int row = v / per_row, which = v % per_row;
+    const int head = which == 0 ? args.num_heads + kv_head : kv_head * group + which - 1;
+    cp_async_16(shared_address(target + local * kTileVectorStride + quad * 4),
+                args.qkv + int64_t(row) * args.row_stride + int64_t(head) * kHeadDim + quad * 4);
+  }
+  cp_async_commit();
+}
 
 __global__ void __launch_bounds__(kTileThreads)
     kv_write_rotated_tile_kernel(const KvWriteArgs args, int rows) {
   extern __shared__ __align__(16) float shared[];
-  float* rotation = shared;                    // [D][D]
-  float* tile = shared + kHeadDim * kHeadDim;  // [kTileVectors][kTileVectorStride]
+  float* rotation = shared;                     // [D][D]
+  float* tiles = shared + kHeadDim * kHeadDim;  // two [kTileVectors][kTileVectorStride]
   const int kv_head = blockIdx.y, t = threadIdx.x;
   const int group = args.num_heads / args.num_kv_heads, per_row = 1 + group;
-  const int vectors = rows * per_row, first_vector = blockIdx.x * kTileVectors;
+  const int vectors = rows * per_row, tile_count = (vectors + kTileVectors - 1) / kTileVectors;
   const float* source = args.key_rotations + int64_t(kv_head) * kHeadDim * kHeadDim;
   for (int chunk = t; chunk < kHeadDim * kHeadDim / 4; chunk += kTileThreads) {
     cp_async_16(shared_address(rotation) + chunk * 16, source + chunk * 4);
   }
   wait_for_producer();
   release_consumer();
-  // Vector v: row v / per_row; its key (v % per_row == 0) or one of the group's queries.
-  for (int chunk = t; chunk < kTileVectors * (kHeadDim / 4); chunk += kTileThreads) {
-    const int local = chunk / (kHeadDim / 4), quad = chunk % (kHeadDim / 4);
-    const int v = min(first_vector + local, vectors - 1);  // past the end: a copy, never stored
-    const int row = v / per_row, which = v % per_row;
-    const int head = which == 0 ? args.num_heads + kv_head : kv_head * group + which - 1;
-    cp_async_16(shared_address(tile + local * kTileVectorStride + quad * 4),
-                args.qkv + int64_t(row) * args.row_stride + int64_t(head) * kHeadDim + quad * 4);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-  const int octet = t % 16,
-            first_local = (t / 16) * 8;  // channels 8 octet.., vectors first_local..
-  float out[8][8] = {};
-#pragma unroll 1
-  for (int i = 0; i < kHeadDim; i += 4) {
-    float4 x[8];
-#pragma unroll
-    for (int a = 0; a < 8; ++a) {
-      x[a] = *reinterpret_cast<const float4*>(tile + (first_local + a) * kTileVectorStride + i);
+  const PageLayout& layout = args.layout;
+  // Lanes 0-15 of a half warp take channels 4q..4q+3 and 64+4q..64+4q+3: each 16-byte read of a
+  // row of R_K by the half warp is 256 contiguous bytes, with no two lanes in one bank.
+  const int quad = t % 16, first_local = (t / 16) * 8;  // vectors first_local..first_local+7
+  int tile = int(blockIdx.x);
+  if (tile < tile_count) copy_vector_tile(args, kv_head, tile, vectors, tiles);
+  for (int n = 0; tile < tile_count; tile += int(gridDim.x), ++n) {
+    const float* x_tile = tiles + (n % 2) * kTileFloats;
+    const int next = tile + int(gridDim.x);
+    if (next < tile_count) {
+      copy_vector_tile(args, kv_head, next, vectors, tiles + ((n + 1) % 2) * kTileFloats);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const float4 ra = *reinterpret_cast<const float4*>(rotation + (i + u) * kHeadDim + 8 * octet);
-      const float4 rb =
-          *reinterpret_cast<const float4*>(rotation + (i + u) * kHeadDim + 8 * octet + 4);
-      const float r[8] = {ra.x, ra.y, ra.z, ra.w, rb.x, rb.y, rb.z, rb.w};
+    __syncthreads();
+    float out[8][8] = {};
+#pragma unroll 1
+    for (int i = 0; i < kHeadDim; i += 4) {
+      float4 x[8];
 #pragma unroll
       for (int a = 0; a < 8; ++a) {
-        const float xi = u == 0 ? x[a].x : u == 1 ? x[a].y : u == 2 ? x[a].z : x[a].w;
+        x[a] = *reinterpret_cast<const float4*>(x_tile + (first_local + a) * kTileVectorStride + i);
+      }
 #pragma unroll
-        for (int b = 0; b < 8; ++b) out[a][b] = fmaf(xi, r[b], out[a][b]);
+      for (int u = 0; u < 4; ++u) {
+        const float* r_row = rotation + (i + u) * kHeadDim + 4 * quad;
+        const float4 ra = *reinterpret_cast<const float4*>(r_row);
+        const float4 rb = *reinterpret_cast<const float4*>(r_row + 64);
+        const float r[8] = {ra.x, ra.y, ra.z, ra.w, rb.x, rb.y, rb.z, rb.w};
+#pragma unroll
+        for (int a = 0; a < 8; ++a) {
+          const float xi = u == 0 ? x[a].x : u == 1 ? x[a].y : u == 2 ? x[a].z : x[a].w;
+#pragma unroll
+          for (int b = 0; b < 8; ++b) out[a][b] = fmaf(xi, r[b], out[a][b]);
+        }
       }
     }
-  }
-  const PageLayout& layout = args.layout;
-  const int channel = 8 * octet;
+    const int channel = 4 * quad;
 #pragma unroll
-  for (int a = 0; a < 8; ++a) {
-    const int v = first_vector + first_local + a;
-    if (v >= vectors) break;
-    const int row = v / per_row, which = v % per_row;
-    const float4 low{out[a][0], out[a][1], out[a][2], out[a][3]};
-    const float4 high{out[a][4], out[a][5], out[a][6], out[a][7]};
-    if (which == 0) {
-      const QueryRow q = args.rows[row];
-      const PageIds page = args.page_table[q.page_table + q.position / layout.page_size_tokens];
-      std::byte* at = args.full_pages + int64_t(page.full) * layout.full_page_bytes +
-                      layout.full_key_offset(kv_head, q.position % layout.page_size_tokens) +
-                      channel * 2;
-      store_bf16x4(at, low);
-      store_bf16x4(at + 8, high);
-    } else {
-      float* at = args.rotated_queries +
-                  (int64_t(row) * args.num_heads + kv_head * group + which - 1) * kHeadDim +
-                  channel;
-      *reinterpret_cast<float4*>(at) = low;
-      *reinterpret_cast<float4*>(at + 4) = high;
+    for (int a = 0; a < 8; ++a) {
+      const int v = tile * kTileVectors + first_local + a;
+      if (v >= vectors) break;
+      const int row = v / per_row, which = v % per_row;
+      const float4 low{out[a][0], out[a][1], out[a][2], out[a][3]};
+      const float4 high{out[a][4], out[a][5], out[a][6], out[a][7]};
+      if (which == 0) {
+        const QueryRow q = args.rows[row];
+        const PageIds page = args.page_table[q.page_table + q.position / layout.page_size_tokens];
+        std::byte* at = args.full_pages + int64_t(page.full) * layout.full_page_bytes +
+                        layout.full_key_offset(kv_head, q.position % layout.page_size_tokens) +
+                        channel * 2;
+        store_bf16x4(at, low);
+        store_bf16x4(at + 64 * 2, high);
+      } else {
+        float* at = args.rotated_queries +
+                    (int64_t(row) * args.num_heads + kv_head * group + which - 1) * kHeadDim +
+                    channel;
+        *reinterpret_cast<float4*>(at) = low;
+        *reinterpret_cast<float4*>(at + 64) = high;
+      }
     }
+    __syncthreads();  // every thread is done with this buffer before the next copy into it
   }
   // The values of this block's share of the rows (not rotated: R_V is folded into W_v).
   const int rows_per_block = (rows + int(gridDim.x) - 1) / int(gridDim.x);
   const int first_row = int(blockIdx.x) * rows_per_block;
   const int last_row = min(rows, first_row + rows_per_block);
   for (int item = t; item < (last_row - first_row) * (kHeadDim / 4); item += kTileThreads) {
-    const int row = first_row + item / (kHeadDim / 4), quad = item % (kHeadDim / 4);
+    const int row = first_row + item / (kHeadDim / 4), quad4 = item % (kHeadDim / 4);
     const float4 value = reinterpret_cast<const float4*>(
         args.qkv + int64_t(row) * args.row_stride +
-        int64_t(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim)[quad];
+        int64_t(args.num_heads + args.num_kv_heads + kv_head) * kHeadDim)[quad4];
     const QueryRow q = args.rows[row];
     const PageIds page = args.page_table[q.page_table + q.position / layout.page_size_tokens];
     store_bf16x4(args.full_pages + int64_t(page.full) * layout.full_page_bytes +
                      layout.full_value_offset(kv_head, q.position % layout.page_size_tokens) +
-                     quad * 8,
+                     quad4 * 8,
                  value);
   }
 }
 
+// Blocks a KV head: together about one per multiprocessor (each holds a multiprocessor's shared
+// memory), and no more than the head has tiles.
 void launch_rotated_tiles(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
   allow_dynamic_shared_memory(reinterpret_cast<const void*>(kv_write_rotated_tile_kernel),
                               kTileSharedBytes,
                               "cudaFuncSetAttribute(kv_write_rotated_tile_kernel)");
+  int device = 0, multiprocessors = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
+        "cudaDeviceGetAttribute");
   const int64_t vectors = rows * (1 + args.num_heads / args.num_kv_heads);
-  const dim3 grid(unsigned((vectors + kTileVectors - 1) / kTileVectors),
-                  unsigned(args.num_kv_heads));
+  const int64_t tiles = (vectors + kTileVectors - 1) / kTileVectors;
+  const int64_t per_head = std::clamp<int64_t>(multiprocessors / args.num_kv_heads, 1, tiles);
+  const dim3 grid(unsigned(per_head), unsigned(args.num_kv_heads));
   launch_chained("kv_write_rotated_tile_kernel", kv_write_rotated_tile_kernel, grid,
                  dim3(kTileThreads), size_t(kTileSharedBytes), stream, args, int(rows));
 }
@@ -274,7 +348,7 @@ void launch_kv_write(const KvWriteArgs& args, int64_t rows, cudaStream_t stream)
   } else if (args.key_rotations != nullptr) {
     launch_rotated_tiles(args, rows, stream);
   } else {
-    launch_slices<32>(args, rows, stream);
+    launch_copy(args, rows, stream);
   }
 }
 
