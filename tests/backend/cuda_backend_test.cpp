@@ -176,8 +176,9 @@ TEST_P(CudaMatchesCpu, PrefillAndDecodeLogits) {
 // does not derail the rest: its argmax must be the CPU's token wherever the CPU's top two logits
 // are more than 2% of the row's largest |logit| apart, and that must hold in at least 2 of 3 steps
 // (the rest are the CPU's own near-ties: 23 of 32 steps are clear on document 3 with OSCAR's
-// keys and values rounded with error feedback). Caches that keep ~16 bits must also give the
-// identical free-running continuation.
+// keys and values rounded with error feedback). Caches that keep ~16 bits must also continue
+// freely as the CPU does until a near-tie of the CPU's: the paths may part only where the last
+// bits of a sum can pick either token.
 TEST_P(CudaMatchesCpu, GreedyContinuation) {
   const FormatCase f = GetParam();
   auto cpu = make_backend(testbed(), options_for(f, DeviceKind::cpu));
@@ -187,15 +188,12 @@ TEST_P(CudaMatchesCpu, GreedyContinuation) {
   for (const size_t document : {1, 2, 3}) {
     const auto prompt = testing::testbed_text_tokens(120, document);
     const auto generated = testing::greedy_continuation(*cpu, prompt, kSteps);
-    if (!f.two_bit()) {
-      EXPECT_EQ(generated, testing::greedy_continuation(*gpu, prompt, kSteps))
-          << f.name << ", document " << document;
-    }
     auto sequence = prompt;
     sequence.insert(sequence.end(), generated.begin(), generated.end());
     const auto cpu_rows = run_sequence(*cpu, sequence, {.chunk_tokens = 1, .all_logits = true});
     const auto gpu_rows = run_sequence(*gpu, sequence, {.chunk_tokens = 1, .all_logits = true});
     int clear = 0, agreed = 0;
+    std::vector<bool> near_tie(size_t(kSteps), false);
     for (int i = 0; i < kSteps; ++i) {
       const size_t row = (prompt.size() - 1 + size_t(i)) * size_t(vocab);
       std::vector<float> c(cpu_rows.begin() + ptrdiff_t(row),
@@ -205,11 +203,27 @@ TEST_P(CudaMatchesCpu, GreedyContinuation) {
       std::partial_sort(c.begin(), c.begin() + 2, c.end(), std::greater<>());
       const float largest =
           std::max(std::abs(c.front()), std::abs(*std::min_element(c.begin(), c.end())));
-      if (c[0] - c[1] <= 0.02f * largest) continue;
+      if (c[0] - c[1] <= 0.02f * largest) {
+        near_tie[size_t(i)] = true;
+        continue;
+      }
       ++clear;
       agreed += gpu_token == generated[size_t(i)];
       EXPECT_EQ(gpu_token, generated[size_t(i)])
           << f.name << ", document " << document << ", step " << i;
+    }
+    if (!f.two_bit()) {
+      const auto free_running = testing::greedy_continuation(*gpu, prompt, kSteps);
+      const size_t parted =
+          size_t(std::mismatch(generated.begin(), generated.end(), free_running.begin()).first -
+                 generated.begin());
+      if (parted < size_t(kSteps)) {
+        EXPECT_TRUE(near_tie[parted])
+            << f.name << ", document " << document << ": the free-running continuation parts "
+            << "from the CPU's at step " << parted << ", where the CPU's top two are clear";
+        std::printf("[ %s ] document %zu: the free-running continuation parts at step %zu\n",
+                    f.name, document, parted);
+      }
     }
     std::printf("[ %s ] document %zu: %d of %d steps clear, GPU agrees on %d\n", f.name, document,
                 clear, kSteps, agreed);
