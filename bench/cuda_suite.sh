@@ -2,7 +2,8 @@
 # Runs on the GPU machine (the device tool): builds the CUDA backend, runs the GPU tests with
 # compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
 # Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step] [linear]
-#                            [accuracy] [accuracy-cpu] [calibrate] [serve] [prefill]
+#                            [accuracy] [accuracy-cpu] [calibrate] [serve] [serve-32k] [prefill]
+#                            [base-prefill]
 #   tests:        the GPU tests; their failures and the summary are printed, the whole log is in logs.tgz
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
 #                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
@@ -13,6 +14,12 @@
 #                 random weights, their checksums compared first: PREFILL_MODEL (qwen3-8b) at
 #                 PREFILL_LENS (4K-128K), PREFILL_KV (bf16,int2), PREFILL_REPEATS (3) and, when set,
 #                 PREFILL_CHUNK (--chunk-tokens; default the engine's GPU chunk)
+#   base-prefill: a before/after in one call: the commit staged here by scripts/device/stage-base.sh
+#                 (carry .device) built as this tree with its files put back, then oscar bench prefill
+#                 of it and of this tree in turn, twice (PREFILL_MODEL, PREFILL_KV, PREFILL_REPEATS as
+#                 above; PREFILL_LENS default 4096,8192,32768), JSON prefill-{base,new}-{1,2}.json
+#   serve-32k:    oscar bench serve, 32 prompts of 32K tokens, 512 out, bf16 against INT2 OSCAR, on a
+#                 random Qwen3-8B checkpoint written by bench/random_checkpoint.py and calibrated here
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # JSON results go to $OUT (at most 8 files come back); logs stay in $logs.
@@ -84,6 +91,45 @@ for stage in "$@"; do
       PYTHONUNBUFFERED=1 python3 bench/prefill_peer.py --model "$model" --prompt-lens "$lens" --repeats "$repeats" \
         --oscar-checksums "$logs/prefill-weights-$model.json" --json "$out/prefill_peer-$model.json" 2>&1 \
         | tee "$logs/prefill_peer.log" ;;
+    base-prefill)
+      if [[ ! -f .device/base/commit.txt ]]; then
+        echo "base-prefill: no .device/base: run scripts/device/stage-base.sh BASE here and carry .device"
+        continue
+      fi
+      base_tree=/tmp/oscar-base
+      rm -rf "$base_tree" && mkdir -p "$base_tree"
+      tar cf - --exclude=./build-gpu --exclude=./.device . | tar xf - -C "$base_tree"
+      cp -r .device/base/files/. "$base_tree"/
+      (cd "$base_tree" && xargs -r -d '\n' rm -rf -- <"$OLDPWD/.device/base/removed.txt")
+      echo "base: $(cat .device/base/commit.txt)"
+      if ! (bash "$base_tree/scripts/device/configure.sh" build-base -DOSCAR_BENCHMARKS=OFF -DOSCAR_TESTS=OFF &&
+            cmake --build "$base_tree/build-base" -j16 --target oscar) >"$logs/build-base.log" 2>&1; then
+        echo "base-prefill: the base did not build:"; grep -A3 error "$logs/build-base.log" | head -20
+        continue
+      fi
+      for round in 1 2; do
+        for side in base new; do
+          binary=./build-gpu/src/cli/oscar
+          [[ $side == base ]] && binary=$base_tree/build-base/src/cli/oscar
+          echo "round $round, $side"
+          stdbuf -oL "$binary" bench prefill --model "${PREFILL_MODEL:-qwen3-8b}" \
+            --prompt-lens "${PREFILL_LENS:-4096,8192,32768}" --kv-dtypes "${PREFILL_KV:-bf16,int2}" \
+            --repeats "${PREFILL_REPEATS:-3}" --json "$out/prefill-$side-$round.json" 2>&1 \
+            | tee "$logs/prefill-$side-$round.log"
+        done
+      done ;;
+    serve-32k)
+      # The serving record of docs/bench/prefill.md: a checkpoint of transformers' own writing, its
+      # rotations calibrated on the GPU, an in-process server with 75% of the free memory as pool.
+      checkpoint=/tmp/qwen3-8b-random
+      python3 bench/random_checkpoint.py --model qwen3-8b --out "$checkpoint" >"$logs/checkpoint.log" 2>&1 &&
+        ./build-gpu/src/cli/oscar calibrate --model "$checkpoint" --device cuda --tokens 8192 \
+          >"$logs/calibrate-32k.log" 2>&1 || { tail -5 "$logs/checkpoint.log" "$logs/calibrate-32k.log"; continue; }
+      for kv in bf16 int2; do
+        stdbuf -oL ./build-gpu/src/cli/oscar bench serve --model "$checkpoint" --device cuda --kv-cache-dtype "$kv" \
+          --kv-pool-fraction 0.75 --num-requests 32 --input-len 32768 --output-len 512 --len-jitter 0 \
+          --json "$out/serve_32k_$kv.json" 2>&1 | tee "$logs/serve-32k-$kv.log"
+      done ;;
     calibrate)
       stdbuf -oL ./build-gpu/src/cli/oscar bench calibrate --model qwen3-8b --device cuda --json "$out/calibrate.json" 2>&1 | tee "$logs/calibrate.log" ;;
     kernels)
