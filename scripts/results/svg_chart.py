@@ -45,14 +45,16 @@ class LineChart:
             return
         points = sorted(points)
         path = " ".join(f"{self.x_of(x):.1f},{self.y_of(y):.1f}" for x, y in points)
-        self.out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2" '
-                        f'stroke-dasharray="{dash}"/>')
+        # An empty stroke-dasharray is not valid SVG: solid lines go without one.
+        dashes = f' stroke-dasharray="{dash}"' if dash else ""
+        self.out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"'
+                        f'{dashes}/>')
         for x, y in points:
             self.out.append(f'<circle cx="{self.x_of(x):.1f}" cy="{self.y_of(y):.1f}" r="2.5" '
                             f'fill="{colour}"/>')
         lx = self.left + self.plot_w + 15
         self.out.append(f'<line x1="{lx}" y1="{self.legend_y}" x2="{lx + 28}" y2="{self.legend_y}" '
-                        f'stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/>')
+                        f'stroke="{colour}" stroke-width="2"{dashes}/>')
         self.out.append(f'<text x="{lx + 34}" y="{self.legend_y + 4}">{label}</text>')
         self.legend_y += 20
 
