@@ -100,6 +100,7 @@ for stage in "$@"; do
       rm -rf "$base_tree" && mkdir -p "$base_tree"
       tar cf - --exclude=./build-gpu --exclude=./.device . | tar xf - -C "$base_tree"
       cp -r .device/base/files/. "$base_tree"/
+      mkdir -p "$base_tree/.device" && cp .device/base/source-version.txt "$base_tree/.device/"
       (cd "$base_tree" && xargs -r -d '\n' rm -rf -- <"$OLDPWD/.device/base/removed.txt")
       echo "base: $(cat .device/base/commit.txt)"
       if ! (bash "$base_tree/scripts/device/configure.sh" build-base -DOSCAR_BENCHMARKS=OFF -DOSCAR_TESTS=OFF &&

@@ -12,6 +12,7 @@
 #include "cli/bench_gpu_common.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/run_record.h"
 #include "kvcache/page_layout.h"
 #include "model/model_weights.h"
 #include "util/error.h"
@@ -77,7 +78,7 @@ void run_bench_calibrate(const BenchCalibrateOptions& o) {
                                 {"seq_len", o.sequence_length},
                                 {"held_out_tokens", o.held_out_tokens},
                                 {"seconds", seconds}};
-    write_file_atomically(o.json_path, nlohmann::json({{"rows", {row}}}).dump(2) + "\n");
+    write_file_atomically(o.json_path, with_run_record({{"rows", {row}}}).dump(2) + "\n");
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_session.h"
+#include "cli/run_record.h"
 #include "format/documents.h"
 #include "kvcache/page_layout.h"
 #include "util/error.h"
@@ -88,7 +89,7 @@ void run_bench_cpu(const BenchCpuOptions& o) {
                                 {"decode_tokens_per_s", median(decode)},
                                 {"prefill_runs", prefill},
                                 {"decode_runs", decode}};
-    write_file_atomically(o.json_path, row.dump(2) + "\n");
+    write_file_atomically(o.json_path, with_run_record(row).dump(2) + "\n");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli/model_options.h"
+#include "cli/run_record.h"
 #include "model/model_fingerprint.h"
 #include "quant/kv_rotations.h"
 #include "util/error.h"
@@ -247,8 +248,8 @@ int64_t kv_bytes_read(const KvCacheConfig& kv, const PageLayout& layout, int64_t
 void write_rows(const std::string& path, const GpuDescription& gpu,
                 const std::vector<nlohmann::json>& rows) {
   if (path.empty()) return;
-  const nlohmann::json root = {
-      {"device", gpu.name}, {"driver", gpu.driver}, {"copy_gbps", gpu.copy_gbps}, {"rows", rows}};
+  const nlohmann::json root = with_run_record(
+      {{"device", gpu.name}, {"driver", gpu.driver}, {"copy_gbps", gpu.copy_gbps}, {"rows", rows}});
   write_file_atomically(path, root.dump(1) + "\n");
 }
 

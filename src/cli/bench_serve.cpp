@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/run_record.h"
 #include "cli/serving_options.h"
 #include "loadgen/latency_report.h"
 #include "loadgen/load_generator.h"
@@ -94,7 +95,7 @@ void run_bench_serve(const BenchServeOptions& o) {
   if (!o.json_path.empty()) {
     nlohmann::json out = to_json(report);
     out["config"] = configuration(o, workload, load, local.get());
-    write_file_atomically(o.json_path, out.dump(2) + "\n");
+    write_file_atomically(o.json_path, with_run_record(out).dump(2) + "\n");
   }
   if (report.failed > 0) set_exit_code(1);
 }

@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/eval_common.h"
+#include "cli/run_record.h"
 #include "eval/attention_error.h"
 #include "eval/svg_plot.h"
 #include "model/model_fingerprint.h"
@@ -106,7 +107,7 @@ void run_eval_attention_error(const EvalAttentionErrorOptions& o) {
     }
     bars.values[series_index[e.method]][size_t(e.layer)] = e.outputs;
   }
-  write_report(o.json_path, nlohmann::json({{"tokens", o.tokens}, {"rows", rows}}).dump(2) + "\n");
+  write_report(o.json_path, with_run_record({{"tokens", o.tokens}, {"rows", rows}}).dump(2) + "\n");
   write_report(o.figure_path, grouped_bars_svg(bars));
 }
 

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/eval_common.h"
+#include "cli/run_record.h"
 #include "eval/niah.h"
 #include "eval/svg_plot.h"
 #include "util/error.h"
@@ -101,14 +102,14 @@ void run_eval_niah(EvalNiahOptions o) {
                      {"correct", cell.correct},
                      {"total", cell.total}});
   }
-  const nlohmann::json report = {
-      {"kv", describe(session.kv)},
-      {"accuracy", result.accuracy()},
-      {"correct", result.correct},
-      {"total", result.total},
-      {"prefill", o.quantized_prefill ? "decode rule" : "full precision"},
-      {"seed", o.niah.seed},
-      {"cells", cells}};
+  const nlohmann::json report =
+      with_run_record({{"kv", describe(session.kv)},
+                       {"accuracy", result.accuracy()},
+                       {"correct", result.correct},
+                       {"total", result.total},
+                       {"prefill", o.quantized_prefill ? "decode rule" : "full precision"},
+                       {"seed", o.niah.seed},
+                       {"cells", cells}});
   write_report(o.json_path, report.dump(2) + "\n");
   write_report(o.figure_path, heat_map_svg(accuracy_map(
                                   result, o.niah, "NIAH accuracy, KV " + describe(session.kv))));

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/eval_common.h"
+#include "cli/run_record.h"
 #include "eval/perplexity.h"
 #include "kvcache/page_layout.h"
 #include "tokenizer/corpus.h"
@@ -34,17 +35,17 @@ void run_eval_ppl(const EvalPplOptions& o) {
       layout, footprint_for_tokens(session.kv, o.ppl.context_tokens), o.ppl.context_tokens);
   const double bpe_128k =
       bits_per_element(layout, footprint_for_tokens(session.kv, context_128k), context_128k);
-  const nlohmann::json report = {
-      {"ppl", r.perplexity},
-      {"tokens", r.scored_tokens},
-      {"windows", o.ppl.windows},
-      {"context", o.ppl.context_tokens},
-      {"window_ppl", r.window_perplexity},
-      {"window_ppl_std", r.window_std},
-      {"bpe", bpe},
-      {"bpe_128k", bpe_128k},
-      {"kv", describe(session.kv)},
-      {"text", o.text_path.empty() ? "models/testbed/valid.xz" : o.text_path}};
+  const nlohmann::json report =
+      with_run_record({{"ppl", r.perplexity},
+                       {"tokens", r.scored_tokens},
+                       {"windows", o.ppl.windows},
+                       {"context", o.ppl.context_tokens},
+                       {"window_ppl", r.window_perplexity},
+                       {"window_ppl_std", r.window_std},
+                       {"bpe", bpe},
+                       {"bpe_128k", bpe_128k},
+                       {"kv", describe(session.kv)},
+                       {"text", o.text_path.empty() ? "models/testbed/valid.xz" : o.text_path}});
   write_report(o.json_path, report.dump(2) + "\n");
   if (o.json) {
     fmt::print("{}\n", report.dump());

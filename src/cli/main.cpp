@@ -7,13 +7,15 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
+#include "cli/run_record.h"
 #include "cli/tensor_parallel_options.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"oscar: LLM inference with a 2-bit OSCAR KV cache"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "oscar 0.1.0");
+  app.set_version_flag("--version",
+                       std::string("oscar 0.1.0 (") + oscar::cli::source_version() + ")");
   oscar::cli::set_program_path(argv[0]);
   oscar::cli::set_program_arguments(argc, argv);
   oscar::cli::register_commands(app);
