@@ -17,8 +17,9 @@ constexpr int kMaxHalf = 128;  // head_dim up to 256
 
 // One block per row: the row's cos and sin, once for all its heads (taken per head, their double
 // sincos was most of the kernel's time), then a warp per head, lane l holding the pairs (i, i +
-// D/2) of i = l, l + 32, ... The norm's sum is reduced as one warp per 32 pairs reduced it: a tree
-// over the lanes for each 32 pairs, then the partial sums in order, so the results are unchanged.
+// D/2) of i = l, l + 32, ... The norm's sum is added in the order of the kernel before it (a tree
+// over the lanes for each 32 pairs, then the partial sums in order); where nvcc fuses a product
+// into an add may still differ, so the last bit of a result may too.
 __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(const QkNormRopeArgs args) {
   __shared__ float cos_values[kMaxHalf], sin_values[kMaxHalf];
   const int row = blockIdx.x;
