@@ -92,7 +92,7 @@ for stage in "$@"; do
         --oscar-checksums "$logs/prefill-weights-$model.json" --json "$out/prefill_peer-$model.json" 2>&1 \
         | tee "$logs/prefill_peer.log" ;;
     base-prefill)
-      if [[ ! -f .device/base/commit.txt ]]; then
+      if [[ ! -f .device/base/source-version.txt ]]; then
         echo "base-prefill: no .device/base: run scripts/device/stage-base.sh BASE here and carry .device"
         continue
       fi
@@ -102,7 +102,7 @@ for stage in "$@"; do
       cp -r .device/base/files/. "$base_tree"/
       mkdir -p "$base_tree/.device" && cp .device/base/source-version.txt "$base_tree/.device/"
       (cd "$base_tree" && xargs -r -d '\n' rm -rf -- <"$OLDPWD/.device/base/removed.txt")
-      echo "base: $(cat .device/base/commit.txt)"
+      echo "base: $(cat .device/base/source-version.txt)"
       if ! (bash "$base_tree/scripts/device/configure.sh" build-base -DOSCAR_BENCHMARKS=OFF -DOSCAR_TESTS=OFF &&
             cmake --build "$base_tree/build-base" -j16 --target oscar) >"$logs/build-base.log" 2>&1; then
         echo "base-prefill: the base did not build:"; grep -A3 error "$logs/build-base.log" | head -20

@@ -2,9 +2,9 @@
 # Runs HERE: stages commit BASE (default HEAD) for a before/after on the GPU machine, where the
 # working tree arrives without .git. Writes .device/base/ (git-ignored; pass `.device` in the run's
 # carry): files/ holds BASE's version of every file that differs between BASE and the working tree,
-# removed.txt the files BASE does not have, commit.txt BASE's hash and source-version.txt its
-# short form (the base build's version, cmake/SourceVersion.cmake). There, bench/cuda_suite.sh
-# builds BASE as this tree with those files put back (stage base-prefill).
+# removed.txt the files BASE does not have, source-version.txt BASE's short hash (the base build's
+# version, cmake/SourceVersion.cmake). There, bench/cuda_suite.sh builds BASE as this tree with
+# those files put back (stage base-prefill).
 # Usage: scripts/device/stage-base.sh [BASE]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,7 +22,6 @@ git diff --name-only --no-renames "$base" -- | while IFS= read -r path; do
   fi
 done
 git ls-files --others --exclude-standard >>.device/base/removed.txt
-echo "$base" >.device/base/commit.txt
 git rev-parse --short=7 "$base" >.device/base/source-version.txt
 echo "staged $(git rev-parse --short "$base"): $(find .device/base/files -type f | wc -l) files put back," \
   "$(wc -l <.device/base/removed.txt) removed"
