@@ -222,10 +222,11 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
 constexpr int kLanesPerToken = 16;
 constexpr int kChannelsPerLane = kHeadDim / kLanesPerToken;
 constexpr int kTokensPerWarp = 32 / kLanesPerToken;
-// Warps of a block: prefill chunks take 12, so that the three blocks a multiprocessor holds (their
-// staged factors fill its shared memory) give it 36 warps to hide the chain's latency with, the
-// registers capped to fit them (__launch_bounds__ below; 24 warps of 8-warp blocks were slower);
-// decode steps, whose few tokens fill few warps, 4.
+// Warps of a block: prefill chunks (with the published row-quantile clipping; with range-scale
+// clipping a thread per row runs them, below) take 12, so that the three blocks a multiprocessor
+// holds (their staged factors fill its shared memory) give it 36 warps to hide the chain's latency
+// with, the registers capped to fit them (__launch_bounds__ below; 24 warps of 8-warp blocks were
+// slower); decode steps, whose few tokens fill few warps, 4.
 constexpr int kPrefillFeedbackWarps = 12;
 constexpr int kPrefillFeedbackBlocks = 3;
 constexpr int kDecodeFeedbackWarps = 4;
@@ -372,6 +373,237 @@ __global__ void __launch_bounds__(Warps * 32,
   }
 }
 
+// Prefill chunks' keys and values with error feedback (range-scale clipping), a thread per row:
+// round_with_feedback (quant/error_feedback.cpp) as the CPU runs it, one channel after another,
+// with the row in registers. The 16-lane kernel above keeps its lanes in step, so every lane
+// rounds a channel and updates all 8 of its channels at each of the 128 steps; here a row costs
+// its own channels' roundings and, per segment of 8 channels, the updates of the channels after
+// it. Registers are indexed statically: after each segment the row shifts down by 8, so the
+// current segment is always running[0..7]. The first 8 segments update 120 registers, the last 8
+// only 56 (the live channels fit in 64 by then); registers past the live ones hold garbage from
+// factor entries past a row's end, and are never read as channels. Each channel l still takes the
+// updates of j = 0..l-1 in order, one fma each, as on the CPU.
+constexpr int kRowThreads = 128;
+constexpr int kRowBlocksPerMultiprocessor = 2;
+constexpr int kSegment = 8;
+// The last row's tail update reads up to 56 floats past the factor: zeros.
+constexpr int kFactorPadding = 64;
+constexpr int kRowFactorBytes = (kHeadDim * kHeadDim + kFactorPadding) * int(sizeof(float));
+
+// One segment: its 8 channels rounded in order (each error applied to the segment's later
+// channels at once), then the 8 errors applied to the `Live` - 8 registers after it, and the row
+// shifted down by 8. `factor`: G[first][first], the segment's first channel's diagonal entry.
+template <int kBits, int Live>
+__device__ __forceinline__ uint32_t feedback_segment(float (&running)[kHeadDim],
+                                                     const float* factor, DeviceParams p,
+                                                     float inverse_scale) {
+  constexpr float kMaxCode = float((1 << kBits) - 1);
+  float error[kSegment];
+  uint32_t packed = 0;
+#pragma unroll
+  for (int jj = 0; jj < kSegment; ++jj) {
+    const float code = fminf(
+        fmaxf(rintf(__fmul_rn(__fsub_rn(running[jj], p.zero), inverse_scale)), 0.0f), kMaxCode);
+    error[jj] = __fsub_rn(running[jj], __fadd_rn(__fmul_rn(code, p.scale), p.zero));
+    packed |= uint32_t(code) << (jj * kBits);
+    const float* row = factor + jj * kHeadDim;
+#pragma unroll
+    for (int kk = jj + 1; kk < kSegment; ++kk)
+      running[kk] = __fmaf_rn(-error[jj], row[kk], running[kk]);
+  }
+  // Four channels at a time, each taking the 8 errors in order.
+#pragma unroll
+  for (int q = 0; q < (Live - kSegment) / 4; ++q) {
+    float* r = running + kSegment + 4 * q;
+#pragma unroll
+    for (int jj = 0; jj < kSegment; ++jj) {
+      const float4 g = reinterpret_cast<const float4*>(factor + jj * kHeadDim + kSegment)[q];
+      r[0] = __fmaf_rn(-error[jj], g.x, r[0]);
+      r[1] = __fmaf_rn(-error[jj], g.y, r[1]);
+      r[2] = __fmaf_rn(-error[jj], g.z, r[2]);
+      r[3] = __fmaf_rn(-error[jj], g.w, r[3]);
+    }
+  }
+#pragma unroll
+  for (int kk = 0; kk < Live - kSegment; ++kk) running[kk] = running[kk + kSegment];
+  return packed;
+}
+
+// One row: its group parameters (choose_group_params, with the CPU's summation order for the clip
+// search), then the 16 segments, each segment's codes stored as it ends.
+template <int kBits, int kGroup>
+__device__ void migrate_fed_back_thread_row(const KvMigrateArgs& args, int layer,
+                                            const MigrateTask task, int kv_head, bool is_value,
+                                            const float* factor) {
+  constexpr int kGroups = kHeadDim / kGroup;
+  const PageLayout& layout = args.layout;
+  const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
+  const int slot = task.position % layout.page_size_tokens;
+  const uint4* raw = reinterpret_cast<const uint4*>(
+      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
+      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot)));
+  float running[kHeadDim];
+#pragma unroll
+  for (int v = 0; v < kHeadDim / 8; ++v) {
+    const uint4 w = raw[v];
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      running[8 * v + 2 * k] = __uint_as_float(words[k] << 16);
+      running[8 * v + 2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
+    }
+  }
+  const float ratio = is_value ? args.clip_ratio_v : args.clip_ratio_k;
+  DeviceParams params[kGroups];
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    float lo = running[g * kGroup], hi = running[g * kGroup];
+#pragma unroll
+    for (int c = 1; c < kGroup; ++c) {
+      lo = fminf(lo, running[g * kGroup + c]);
+      hi = fmaxf(hi, running[g * kGroup + c]);
+    }
+    if (!args.clip_search) {
+      params[g] =
+          params_for_range(lo * ratio, hi * ratio, kBits, layout.param_format, args.q8_scales);
+      continue;
+    }
+    double best_error = 0.0;
+    for (int k = 0; k < kClipCandidateCount; ++k) {
+      const float candidate = clip_candidate(k);
+      const DeviceParams p = params_for_range(lo * candidate, hi * candidate, kBits,
+                                              layout.param_format, args.q8_scales);
+      double error = 0.0;
+#pragma unroll
+      for (int c = 0; c < kGroup; ++c) {
+        const float x = running[g * kGroup + c];
+        const double diff =
+            double(x) - double(float(quantize_code(x, p, kBits)) * p.scale + p.zero);
+        error += diff * diff;
+      }
+      if (k == 0 || error < best_error) {
+        params[g] = p;
+        best_error = error;
+      }
+    }
+  }
+  std::byte* page =
+      layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
+  std::byte* codes =
+      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+#pragma unroll
+  for (int g = 0; g < kGroups; ++g) {
+    store_params(
+        params[g], layout.param_format, args.q8_scales,
+        reinterpret_cast<uint8_t*>(page + (is_value ? layout.value_params(kv_head, slot, g)
+                                                    : layout.key_params(kv_head, slot, g))));
+  }
+  // The segment's group: a static choice among the row's few parameters.
+  auto group_params = [&](int segment) {
+    DeviceParams p = params[0];
+#pragma unroll
+    for (int g = 1; g < kGroups; ++g) {
+      if (segment * kSegment >= g * kGroup) p = params[g];
+    }
+    return p;
+  };
+  auto store_codes = [&](int segment, uint32_t packed) {
+    if constexpr (kBits == 2) {
+      reinterpret_cast<uint16_t*>(codes)[segment] = uint16_t(packed);
+    } else {
+      reinterpret_cast<uint32_t*>(codes)[segment] = packed;
+    }
+  };
+  constexpr int kSegments = kHeadDim / kSegment;
+#pragma unroll 1
+  for (int segment = 0; segment < kSegments / 2; ++segment) {
+    const DeviceParams p = group_params(segment);
+    store_codes(segment,
+                feedback_segment<kBits, kHeadDim>(
+                    running, factor + segment * kSegment * (kHeadDim + 1), p, __frcp_rn(p.scale)));
+  }
+#pragma unroll 1
+  for (int segment = kSegments / 2; segment < kSegments; ++segment) {
+    const DeviceParams p = group_params(segment);
+    store_codes(segment,
+                feedback_segment<kBits, kHeadDim / 2>(
+                    running, factor + segment * kSegment * (kHeadDim + 1), p, __frcp_rn(p.scale)));
+  }
+}
+
+// Blocks as in migrate_fed_back_rows_kernel: per (layer, KV head) x token block, blockIdx.y keys
+// then values; each stages its factor once, then a thread per token.
+template <int kBits, int kGroup>
+__global__ void __launch_bounds__(kRowThreads, kRowBlocksPerMultiprocessor)
+    migrate_fed_back_thread_rows_kernel(const KvMigrateArgs args) {
+  extern __shared__ float4 staged_rows[];
+  const int tasks = args.counts->migrate_tasks;
+  const int heads = args.num_layers * args.num_kv_heads;
+  const int head = int(blockIdx.x) % heads, token_block = int(blockIdx.x) / heads;
+  const int token_blocks = int(gridDim.x) / heads;
+  if (token_block * kRowThreads >= tasks) return;
+  const int layer = head / args.num_kv_heads, kv_head = head % args.num_kv_heads;
+  const bool is_value = args.key_feedback == nullptr || blockIdx.y == 1;
+  const auto* factor = reinterpret_cast<const float4*>(
+      (is_value ? args.value_feedback : args.key_feedback) + int64_t(head) * kHeadDim * kHeadDim);
+  const uint32_t base = shared_address(staged_rows);
+  for (int i = int(threadIdx.x); i < kHeadDim * kHeadDim / 4; i += kRowThreads)
+    cp_async_16(base + i * 16, factor + i);
+  for (int i = int(threadIdx.x); i < kFactorPadding / 4; i += kRowThreads)
+    staged_rows[kHeadDim * kHeadDim / 4 + i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncthreads();
+  const auto* staged_factor = reinterpret_cast<const float*>(staged_rows);
+  for (int t = token_block * kRowThreads + int(threadIdx.x); t < tasks;
+       t += token_blocks * kRowThreads) {
+    migrate_fed_back_thread_row<kBits, kGroup>(args, layer, args.tasks[t], kv_head, is_value,
+                                               staged_factor);
+  }
+}
+
+template <int kBits, int kGroup>
+void launch_fed_back_thread_rows(const KvMigrateArgs& args, int64_t max_tasks, unsigned kinds,
+                                 cudaStream_t stream) {
+  const auto kernel = migrate_fed_back_thread_rows_kernel<kBits, kGroup>;
+  allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), kRowFactorBytes,
+                              "cudaFuncSetAttribute(migrate_fed_back_thread_rows_kernel)");
+  const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
+  const int64_t token_blocks =
+      std::clamp<int64_t>((max_tasks + kRowThreads - 1) / kRowThreads, 1,
+                          std::max<int64_t>(1, kMaxFeedbackBlocks / heads));
+  kernel<<<dim3(unsigned(heads * token_blocks), kinds), kRowThreads, kRowFactorBytes, stream>>>(
+      args);
+  check_launch("migrate_fed_back_thread_rows_kernel");
+}
+
+// The thread-per-row kernel's instances: range-scale clipping, 2 or 4 bits, groups of 32, 64 or
+// 128 channels. False where the 16-lane kernel has to run.
+bool launch_fed_back_thread_rows(const KvMigrateArgs& args, int64_t max_tasks, unsigned kinds,
+                                 cudaStream_t stream) {
+  const PageLayout& layout = args.layout;
+  if (args.clip_mode != ClipMode::range_scale || (layout.bits != 2 && layout.bits != 4)) {
+    return false;
+  }
+  const bool two = layout.bits == 2;
+  switch (layout.group_size) {
+    case 32:
+      two ? launch_fed_back_thread_rows<2, 32>(args, max_tasks, kinds, stream)
+          : launch_fed_back_thread_rows<4, 32>(args, max_tasks, kinds, stream);
+      return true;
+    case 64:
+      two ? launch_fed_back_thread_rows<2, 64>(args, max_tasks, kinds, stream)
+          : launch_fed_back_thread_rows<4, 64>(args, max_tasks, kinds, stream);
+      return true;
+    case 128:
+      two ? launch_fed_back_thread_rows<2, 128>(args, max_tasks, kinds, stream)
+          : launch_fed_back_thread_rows<4, 128>(args, max_tasks, kinds, stream);
+      return true;
+    default:
+      return false;
+  }
+}
+
 // KIVI keys: one block per (layer, token group, KV head), thread c = channel; every channel of the
 // group's tokens shares one (scale, zero).
 __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
@@ -469,7 +701,9 @@ void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max
     const unsigned kinds =
         unsigned(args.key_feedback != nullptr) + unsigned(args.value_feedback != nullptr);
     if (kinds > 0) {
-      if (max_tasks > 64) {
+      if (max_tasks > 64 && launch_fed_back_thread_rows(args, max_tasks, kinds, stream)) {
+        // a thread per row
+      } else if (max_tasks > 64) {
         launch_fed_back_rows<kPrefillFeedbackWarps>(args, max_tasks, kinds, stream);
       } else {
         launch_fed_back_rows<kDecodeFeedbackWarps>(args, max_tasks, kinds, stream);
