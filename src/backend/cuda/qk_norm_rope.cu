@@ -13,13 +13,15 @@ namespace oscar::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxHalf = 128;  // head_dim up to 256
+constexpr int kMaxHalf = 128;     // head_dim up to 256
+constexpr int64_t kFewRows = 64;  // a decode step's rows
 
-// One block per row: the row's cos and sin, once for all its heads (taken per head, their double
-// sincos was most of the kernel's time), then a warp per head, lane l holding the pairs (i, i +
-// D/2) of i = l, l + 32, ... The norm's sum is added in the order of the kernel before it (a tree
-// over the lanes for each 32 pairs, then the partial sums in order); where nvcc fuses a product
-// into an add may still differ, so the last bit of a result may too.
+// A block per row, or in a step of few rows a block per (row, 8 heads), so that a decode step's
+// rows still spread over many blocks: the row's cos and sin, once for the block's heads (taken per
+// head, their double sincos was most of the kernel's time), then a warp per head, lane l holding
+// the pairs (i, i + D/2) of i = l, l + 32, ... The norm's sum is added in the order of the kernel
+// before it (a tree over the lanes for each 32 pairs, then the partial sums in order); where nvcc
+// fuses a product into an add may still differ, so the last bit of a result may too.
 __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(const QkNormRopeArgs args) {
   __shared__ float cos_values[kMaxHalf], sin_values[kMaxHalf];
   const int row = blockIdx.x;
@@ -36,7 +38,9 @@ __global__ void __launch_bounds__(kThreads) qk_norm_rope_kernel(const QkNormRope
   }
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int head = warp; head < args.num_heads + args.num_kv_heads; head += kThreads / 32) {
+  const int heads_per_block = kThreads / 32;
+  for (int head = int(blockIdx.y) * heads_per_block + warp;
+       head < args.num_heads + args.num_kv_heads; head += int(gridDim.y) * heads_per_block) {
     float* x = args.qkv + int64_t(row) * args.row_stride + int64_t(head) * args.head_dim;
     const float* weight = head < args.num_heads ? args.q_norm : args.k_norm;
     float inverse = 0.0f;
@@ -73,8 +77,12 @@ void launch_qk_norm_rope(const QkNormRopeArgs& args, int64_t rows, cudaStream_t 
                  "qk norm and rope: head_dim " + std::to_string(args.head_dim) +
                      " (supported: a multiple of 64, at most " + std::to_string(2 * kMaxHalf) +
                      ")");
-  launch_chained("qk_norm_rope_kernel", qk_norm_rope_kernel, dim3(unsigned(rows)), dim3(kThreads),
-                 0, stream, args);
+  // Prefill rows: a block per row takes cos and sin once per row. Few rows: a block per 8 heads.
+  const int head_blocks =
+      rows > kFewRows ? 1
+                      : (args.num_heads + args.num_kv_heads + kThreads / 32 - 1) / (kThreads / 32);
+  launch_chained("qk_norm_rope_kernel", qk_norm_rope_kernel,
+                 dim3(unsigned(rows), unsigned(head_blocks)), dim3(kThreads), 0, stream, args);
 }
 
 }  // namespace oscar::cuda
