@@ -1,18 +1,18 @@
 # Runs at every build (cmake -P): writes OUTPUT, a C++ file defining oscar::cli::source_version(),
-# only when its text changes, so that nothing else recompiles. The version is `git describe
-# --always --dirty` of SOURCE_DIR; where the tree has no .git (a copy on a GPU machine), the first
-# line of SOURCE_DIR/.device/source-version.txt (written by scripts/device/stamp-source.sh);
-# otherwise "unknown".
-execute_process(COMMAND git -C "${SOURCE_DIR}" describe --always --dirty --abbrev=7
-                OUTPUT_VARIABLE version OUTPUT_STRIP_TRAILING_WHITESPACE
-                RESULT_VARIABLE status ERROR_QUIET)
-if(NOT status EQUAL 0 OR version STREQUAL "")
-  set(version "unknown")
-  if(EXISTS "${SOURCE_DIR}/.device/source-version.txt")
-    file(STRINGS "${SOURCE_DIR}/.device/source-version.txt" stamped LIMIT_COUNT 1)
-    if(NOT stamped STREQUAL "")
-      set(version "${stamped}")
-    endif()
+# only when its text changes, so that nothing else recompiles. The version is the first line of
+# SOURCE_DIR/.device/source-version.txt where it exists (written by scripts/device/stamp-source.sh
+# right before a GPU machine's call: that machine's copy of the tree may carry a .git of another
+# commit), else `git describe --always --dirty` of SOURCE_DIR, else "unknown".
+set(version "")
+if(EXISTS "${SOURCE_DIR}/.device/source-version.txt")
+  file(STRINGS "${SOURCE_DIR}/.device/source-version.txt" version LIMIT_COUNT 1)
+endif()
+if(version STREQUAL "")
+  execute_process(COMMAND git -C "${SOURCE_DIR}" describe --always --dirty --abbrev=7
+                  OUTPUT_VARIABLE version OUTPUT_STRIP_TRAILING_WHITESPACE
+                  RESULT_VARIABLE status ERROR_QUIET)
+  if(NOT status EQUAL 0 OR version STREQUAL "")
+    set(version "unknown")
   endif()
 endif()
 string(REGEX REPLACE "[^A-Za-z0-9._-]" "" version "${version}")
