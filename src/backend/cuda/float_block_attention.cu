@@ -44,15 +44,7 @@ struct Shared {
 __device__ __forceinline__ void load_bf16x16(const std::byte* source, float* out) {
   const uint4* words = reinterpret_cast<const uint4*>(source);
 #pragma unroll
-  for (int w = 0; w < 2; ++w) {
-    const uint4 v = words[w];
-    const uint32_t parts[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      out[8 * w + 2 * i] = __uint_as_float(parts[i] << 16);
-      out[8 * w + 2 * i + 1] = __uint_as_float(parts[i] & 0xffff0000u);
-    }
-  }
+  for (int w = 0; w < 2; ++w) unpack_bf16x8(words[w], out + 8 * w);
 }
 
 // Sixteen channels [first, first + 16) of one token of one KV head, dequantized like

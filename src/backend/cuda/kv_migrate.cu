@@ -255,13 +255,8 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
       layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
       (is_value ? layout.full_value_offset(kv_head, slot)
                 : layout.full_key_offset(kv_head, slot)))[r];
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
   float running[kChannelsPerLane];
-#pragma unroll
-  for (int w = 0; w < 4; ++w) {
-    running[2 * w] = __uint_as_float(words[w] << 16);
-    running[2 * w + 1] = __uint_as_float(words[w] & 0xffff0000u);
-  }
+  unpack_bf16x8(raw, running);
   const int token_base = lane & ~(kLanesPerToken - 1);
   float ratio = is_value ? args.clip_ratio_v : args.clip_ratio_k;
   if (args.clip_mode == ClipMode::row_quantile) {  // the published clipping, as in migrate_row
@@ -444,15 +439,7 @@ __device__ void migrate_fed_back_thread_row(const KvMigrateArgs& args, int layer
       (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot)));
   float running[kHeadDim];
 #pragma unroll
-  for (int v = 0; v < kHeadDim / 8; ++v) {
-    const uint4 w = raw[v];
-    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      running[8 * v + 2 * k] = __uint_as_float(words[k] << 16);
-      running[8 * v + 2 * k + 1] = __uint_as_float(words[k] & 0xffff0000u);
-    }
-  }
+  for (int v = 0; v < kHeadDim / 8; ++v) unpack_bf16x8(raw[v], running + 8 * v);
   const float ratio = is_value ? args.clip_ratio_v : args.clip_ratio_k;
   DeviceParams params[kGroups];
 #pragma unroll

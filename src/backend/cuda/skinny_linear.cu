@@ -77,15 +77,6 @@ __device__ __forceinline__ void deliver(Partial partial, int local, int64_t r, i
 constexpr int kOutputsPerBlock = 4;  // of 2, 4, 8 and 16 the fastest at one and two rows
 constexpr int kChunk = 8;            // bf16 values per 16-byte load
 
-__device__ __forceinline__ void unpack(const uint4 packed, float (&out)[kChunk]) {
-  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
-
 template <int kRows>
 __global__ void __launch_bounds__(kWarps * 32)
     fma_linear_kernel(const __nv_bfloat16* __restrict__ x, int rows,
@@ -108,13 +99,13 @@ __global__ void __launch_bounds__(kWarps * 32)
           first_output + o < outputs
               ? __ldcs(reinterpret_cast<const uint4*>(w + int64_t(first_output + o) * inputs + k))
               : make_uint4(0, 0, 0, 0);
-      unpack(packed, ws[o]);
+      unpack_bf16x8(packed, ws[o]);
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       if (r >= rows) break;
       float xs[kChunk];
-      unpack(__ldg(reinterpret_cast<const uint4*>(x + int64_t(r) * inputs + k)), xs);
+      unpack_bf16x8(__ldg(reinterpret_cast<const uint4*>(x + int64_t(r) * inputs + k)), xs);
 #pragma unroll
       for (int o = 0; o < kOutputsPerBlock; ++o) {
 #pragma unroll

@@ -116,6 +116,15 @@ __device__ __forceinline__ float2 unpack_f16x2(uint32_t value) {
 __device__ __forceinline__ float2 unpack_bf16x2(uint32_t value) {
   return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&value));
 }
+// Eight bf16 values of one 16-byte load, in order, as floats (a bf16 is a float's top half).
+__device__ __forceinline__ void unpack_bf16x8(const uint4 packed, float* out) {
+  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
 
 // 2^x as one MUFU.EX2: results below 2^-126 flush to zero. exp2f keeps them as denormals with
 // three more instructions per call, which the softmax weights (at most 1, summed) never need.
