@@ -36,6 +36,14 @@ void allow_dynamic_shared_memory(const void* kernel, int bytes, const char* what
   done.insert({device, kernel, bytes});
 }
 
+int multiprocessor_count() {
+  int device = 0, multiprocessors = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
+        "cudaDeviceGetAttribute(multiprocessors)");
+  return multiprocessors;
+}
+
 void require_launch(bool condition, const std::string& message) {
   if (!condition) throw Error(message);
 }

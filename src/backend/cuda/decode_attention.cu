@@ -215,14 +215,11 @@ bool decode_attention_supports(const PageLayout& layout, int group) {
 
 int decode_attention_resident_blocks(const PageLayout& layout) {
   const decode::KernelPointer kernel = decode::prepared_kernel(layout);
-  int device = 0, multiprocessors = 0, per_multiprocessor = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
-        "cudaDeviceGetAttribute");
+  int per_multiprocessor = 0;
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, decode::kThreads,
                                                       decode::kSharedBytes),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor(decode_attention)");
-  return multiprocessors * per_multiprocessor;
+  return multiprocessor_count() * per_multiprocessor;
 }
 
 void launch_decode_attention(const AttentionArgs& args, int grid_blocks, cudaStream_t stream) {

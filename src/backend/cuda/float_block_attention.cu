@@ -313,14 +313,11 @@ void prepare() {
 
 int float_block_attention_resident_blocks() {
   prepare();
-  int device = 0, multiprocessors = 0, per_multiprocessor = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
-        "cudaDeviceGetAttribute");
+  int per_multiprocessor = 0;
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
             &per_multiprocessor, float_block_attention_kernel, kThreads, kSharedBytes),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor(float_block_attention)");
-  return multiprocessors * per_multiprocessor;
+  return multiprocessor_count() * per_multiprocessor;
 }
 
 void launch_float_block_attention(const AttentionArgs& args, int grid_blocks, cudaStream_t stream) {

@@ -327,13 +327,10 @@ void launch_rotated_tiles(const KvWriteArgs& args, int64_t rows, cudaStream_t st
   allow_dynamic_shared_memory(reinterpret_cast<const void*>(kv_write_rotated_tile_kernel),
                               kTileSharedBytes,
                               "cudaFuncSetAttribute(kv_write_rotated_tile_kernel)");
-  int device = 0, multiprocessors = 0;
-  check(cudaGetDevice(&device), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device),
-        "cudaDeviceGetAttribute");
   const int64_t vectors = rows * (1 + args.num_heads / args.num_kv_heads);
   const int64_t tiles = (vectors + kTileVectors - 1) / kTileVectors;
-  const int64_t per_head = std::clamp<int64_t>(multiprocessors / args.num_kv_heads, 1, tiles);
+  const int64_t per_head =
+      std::clamp<int64_t>(multiprocessor_count() / args.num_kv_heads, 1, tiles);
   const dim3 grid(unsigned(per_head), unsigned(args.num_kv_heads));
   launch_chained("kv_write_rotated_tile_kernel", kv_write_rotated_tile_kernel, grid,
                  dim3(kTileThreads), size_t(kTileSharedBytes), stream, args, int(rows));
