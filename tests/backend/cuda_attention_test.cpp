@@ -20,6 +20,7 @@
 #include "backend/cuda/page_tensor_map.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/q8_scale_table.h"
+#include "backend/cuda/query_rotation_tiles.h"
 #include "backend/cuda/step_plan.h"
 #include "quant/group_codec.h"
 #include "support/cuda_test_support.h"
@@ -151,7 +152,7 @@ enum class Kernel { decode, tensor_core_prefill, float_block };
 void expect_attention_matches_reference(const AttentionCase& a, const std::vector<int64_t>& cached,
                                         const std::vector<int64_t>& step_tokens, Kernel kernel,
                                         int decode_grid = 0, int64_t split_tokens = 0,
-                                        double score_rise = 0.0) {
+                                        double score_rise = 0.0, bool rotate_queries = false) {
   const bool prefill = kernel != Kernel::decode;
   const double tolerance =
       kernel == Kernel::tensor_core_prefill ? std::max(a.tolerance, 3e-3) : a.tolerance;
@@ -245,6 +246,22 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
   const auto queries = random_floats(size_t(row_count * q_width), 12, score_rise > 0 ? -1.f : -2.f,
                                      score_rise > 0 ? 3.f : 2.f);
   const auto d_queries = to_device(queries);
+  // With `rotate_queries` the tensor-core kernel gets the queries as they are and a matrix R per KV
+  // head (query_rotation_tiles.h); the reference gets q R, formed in float64.
+  std::vector<float> rotated = queries;
+  const auto rotation = random_floats(size_t(num_kv_heads * d * d), 13, -0.15f, 0.15f);
+  if (rotate_queries) {
+    for (int64_t v = 0; v < int64_t(queries.size()) / d; ++v) {
+      const int kv_head = int(v % (num_kv_heads * a.query_group) / a.query_group);
+      for (int64_t n = 0; n < d; ++n) {
+        double sum = 0.0;
+        for (int64_t k = 0; k < d; ++k)
+          sum += double(queries[size_t(v * d + k)]) * rotation[size_t((kv_head * d + k) * d + n)];
+        rotated[size_t(v * d + n)] = float(sum);
+      }
+    }
+  }
+  const auto d_rotation_tiles = to_device(query_rotation_tiles(rotation, d));
   DeviceBuffer<float> partials(
       size_t(plan.partial_records * partial_record_floats(a.query_group, d)));
   const DeviceBuffer<float> d_q8 = make_q8_scale_table();
@@ -278,6 +295,12 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
                          int64_t(plan.band_dequantize.size()), args.q8_scales, scratch.data(),
                          nullptr);
     args.scratch_pages = scratch.data();
+    if (rotate_queries) {
+      args.queries = nullptr;
+      args.prefill_queries = d_queries.data();
+      args.prefill_query_stride = q_width;
+      args.query_rotation_tiles = reinterpret_cast<const __nv_bfloat16*>(d_rotation_tiles.data());
+    }
     launch_prefill_attention(
         args, int64_t(plan.block_items.size()),
         make_page_tensor_map(full.data(), page_count, layout),
@@ -298,7 +321,7 @@ void expect_attention_matches_reference(const AttentionCase& a, const std::vecto
     for (int64_t t = cached[s]; t <= last_position[s]; ++t, ++row) {
       const auto expected =
           reference_attention(layout, band_layout, kv, arenas, tables[s], t,
-                              queries.data() + row * q_width, num_kv_heads, a.query_group);
+                              rotated.data() + row * q_width, num_kv_heads, a.query_group);
       const std::vector<float> got(actual.begin() + ptrdiff_t(row * q_width),
                                    actual.begin() + ptrdiff_t((row + 1) * q_width));
       const double error = relative_error(expected, got);
@@ -398,6 +421,16 @@ TEST_P(CudaPrefillAttention, MatchesFloat64Reference) {
 // last's.
 TEST_P(CudaPrefillAttention, LongChunkOnTensorCoresMatchesFloat64Reference) {
   expect_attention_matches_reference(GetParam(), {1400}, {700}, Kernel::tensor_core_prefill);
+}
+
+// Queries as the q|k|v rows hold them, rotated by the tensor-core kernel (R_K in bf16 high and low
+// parts, query_rotation_tiles.h): the chunks of both tests above against q R_K in float64.
+TEST_P(CudaPrefillAttention, RotatedQueriesOnTensorCoresMatchFloat64Reference) {
+  expect_attention_matches_reference(GetParam(), {37, 700, 3000}, {20, 130, 23},
+                                     Kernel::tensor_core_prefill, 0, 0, 0.0,
+                                     /*rotate_queries=*/true);
+  expect_attention_matches_reference(GetParam(), {1400}, {700}, Kernel::tensor_core_prefill, 0, 0,
+                                     0.0, /*rotate_queries=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(

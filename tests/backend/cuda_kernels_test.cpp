@@ -17,8 +17,10 @@
 #include "backend/cuda/gate_up_layout.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/layer_kernels.h"
+#include "backend/cuda/query_rotation_tiles.h"
 #include "backend/cuda/step_plan.h"
 #include "support/cuda_test_support.h"
+#include "util/error.h"
 
 namespace oscar::cuda {
 namespace {
@@ -147,6 +149,29 @@ TEST_F(CudaKernels, GemmSwigluMatchesUnfusedAndCpu) {
   }
 }
 
+// The prefill kernel's R_K (host side, no GPU): for each head the transpose, its bf16 high part
+// and the bf16 rounding of the rest, which together hold each entry to 2^-16 of it; a size that is
+// not whole rotations is refused.
+TEST(QueryRotationTiles, HighAndLowPartsHoldTheTranspose) {
+  const int64_t d = 128, heads = 2;
+  const auto rotations = random_floats(size_t(heads * d * d), 14, -0.3f, 0.3f);
+  const auto tiles = query_rotation_tiles(rotations, d);
+  ASSERT_EQ(tiles.size(), size_t(heads * 2 * d * d));
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t n = 0; n < d; ++n) {
+      for (int64_t k = 0; k < d; ++k) {
+        const float r = rotations[size_t((h * d + k) * d + n)];
+        const size_t at = size_t(h * 2 * d * d + n * d + k);
+        const float high = bf16_to_float(tiles[at]), low = bf16_to_float(tiles[at + size_t(d * d)]);
+        EXPECT_EQ(high, round_to_bf16(r));
+        EXPECT_LE(std::abs(double(high) + double(low) - double(r)), std::abs(double(r)) * 0x1p-16)
+            << "head " << h << ", R[" << k << "][" << n << "]";
+      }
+    }
+  }
+  EXPECT_THROW(query_rotation_tiles(std::vector<float>(100), d), Error);
+}
+
 // q/k norm + RoPE, then the KV write, of 3, 21, 75 and 4000 rows (positions 1, 68, 40007, then
 // spread to 60K; a decode step's tiles of 8 rows, a prefill chunk's copy and rotated tiles, and
 // enough tiles that each resident block of a KV head takes several) with and without q/k norm
@@ -260,22 +285,45 @@ TEST_F(CudaKernels, QkNormRopeAndKvWriteMatchCpu) {
     EXPECT_LE(relative_error(expected_queries, to_host(rotated_queries, expected_queries.size())),
               1e-5)
         << rows << " rows: rotated queries, rotation " << norms_and_rotation;
-    const auto page_bytes = to_host(pages, pages.size());
-    std::vector<float> keys, values;
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::byte* page = page_bytes.data() + (rows - 1 - r) * layout.full_page_bytes;
-      const int64_t slot = positions[size_t(r)] % 64;
-      for (int h = 0; h < kv_heads; ++h) {
-        for (const bool key : {true, false}) {
-          const auto* bits = reinterpret_cast<const uint16_t*>(
-              page + (key ? layout.full_key_offset(h, slot) : layout.full_value_offset(h, slot)));
-          for (int j = 0; j < d; ++j) (key ? keys : values).push_back(bf16_to_float(bits[j]));
+    // Each row's key and value slots, as floats.
+    auto read_slots = [&](const DeviceBuffer<std::byte>& device_pages) {
+      const auto page_bytes = to_host(device_pages, device_pages.size());
+      std::pair<std::vector<float>, std::vector<float>> slots;
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::byte* page = page_bytes.data() + (rows - 1 - r) * layout.full_page_bytes;
+        const int64_t slot = positions[size_t(r)] % 64;
+        for (int h = 0; h < kv_heads; ++h) {
+          for (const bool key : {true, false}) {
+            const auto* bits = reinterpret_cast<const uint16_t*>(
+                page + (key ? layout.full_key_offset(h, slot) : layout.full_value_offset(h, slot)));
+            for (int j = 0; j < d; ++j)
+              (key ? slots.first : slots.second).push_back(bf16_to_float(bits[j]));
+          }
         }
       }
-    }
+      return slots;
+    };
+    const auto [keys, values] = read_slots(pages);
     EXPECT_LE(relative_error(expected_keys, keys), 4e-3)
         << rows << " rows: keys, rotation " << norms_and_rotation;
     EXPECT_LE(relative_error(expected_values, values), 4e-3) << rows << " rows: values";  // bf16
+    // Without the queries (a prefill step whose attention rotates them itself): the same pages,
+    // and the queries' buffer untouched. Steps of at most 64 rows always write them.
+    if (rows <= 64) continue;
+    DeviceBuffer<std::byte> pages_alone(pages.size());
+    DeviceBuffer<float> untouched(rotated_queries.size());
+    ASSERT_EQ(cudaMemset(untouched.data(), 0xff, untouched.bytes()), cudaSuccess);
+    args.full_pages = pages_alone.data();
+    args.rotated_queries = untouched.data();
+    args.write_queries = false;
+    launch_kv_write(args, rows, nullptr);
+    const auto [keys_alone, values_alone] = read_slots(pages_alone);
+    EXPECT_EQ(keys_alone, keys) << rows << " rows: keys without the queries";
+    EXPECT_EQ(values_alone, values) << rows << " rows: values without the queries";
+    const auto queries_after = to_host(untouched, untouched.size());
+    EXPECT_TRUE(std::all_of(queries_after.begin(), queries_after.end(),
+                            [](float x) { return std::isnan(x); }))
+        << rows << " rows: the queries were written";
   }
 }
 

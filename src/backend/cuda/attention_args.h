@@ -31,6 +31,13 @@ struct AttentionArgs {
   const PageIds* prefill_pages = nullptr;
   const std::byte* scratch_pages = nullptr;
   const float* queries = nullptr;  // [rows][num_heads][head_dim], rotated like the stored keys
+  // The tensor-core prefill kernel's queries when given (else `queries`): the q part of the step's
+  // q|k|v rows after RoPE, row r's head h at prefill_queries[r * prefill_query_stride + h * D], not
+  // rotated; the kernel rotates them by R_K given as query_rotation_tiles.h's bf16 parts (null: the
+  // keys are not rotated).
+  const float* prefill_queries = nullptr;
+  int64_t prefill_query_stride = 0;
+  const __nv_bfloat16* query_rotation_tiles = nullptr;
   float* partials = nullptr;
   // The tensor-core prefill kernel's items hold each of their rows whole (one partial record), so
   // the kernel writes those rows' normalised output itself, [rows][num_heads][head_dim], as bf16

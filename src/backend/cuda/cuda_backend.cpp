@@ -374,6 +374,9 @@ void CudaBackend::enqueue_step(const LaunchSizes& sizes, ActivationObserver* obs
     write.full_pages = pages_->full(layer);
     write.key_rotations = lw.key_rotations.size() > 0 ? lw.key_rotations.data() : nullptr;
     write.rotated_queries = w.rotated_queries.data();
+    // The tensor-core prefill kernel reads and rotates its queries itself: a step without decode
+    // rows needs no rotated copy of them.
+    write.write_queries = !(plan_shape_.tensor_core_prefill && !sizes.decode_items);
     const int kv_write = phases_.begin(ForwardPhase::kv_write, stream_);
     launch_kv_write(write, rows, stream_);
     if (!sizes.migrate_first) enqueue_migration(layer, 1, sizes);
@@ -524,6 +527,10 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
                          int64_t(plan_.band_dequantize.size()), args.q8_scales,
                          prefill_scratch_.data(), stream_);
     args.scratch_pages = prefill_scratch_.data();
+    const DeviceBuffer<__nv_bfloat16>& tiles = weights_.layers[size_t(layer)].query_rotation_tiles;
+    args.prefill_queries = workspace_.qkv.data();
+    args.prefill_query_stride = c.q_dim() + 2 * c.kv_dim();
+    args.query_rotation_tiles = tiles.size() > 0 ? tiles.data() : nullptr;
     launch_prefill_attention(args, sizes.block_items, full_page_maps_[size_t(layer)],
                              scratch_page_map_, stream_);
   } else if (sizes.block_items > 0) {

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "backend/cuda/gate_up_layout.h"
+#include "backend/cuda/query_rotation_tiles.h"
 #include "model/rope.h"
 #include "model/value_rotation_folding.h"
 #include "util/error.h"
@@ -147,6 +148,7 @@ DeviceWeights upload_weights(const ModelWeights& weights, const KvRotations* rot
         key_rotations.insert(key_rotations.end(), r, r + d * d);
       }
       upload(key_rotations, layer.key_rotations);
+      upload(query_rotation_tiles(key_rotations, d), layer.query_rotation_tiles);
     } else {
       append_bf16(source.v_proj, v_rows, qkv);
       upload_matrix(source.o_proj, o_columns, layer.o);

@@ -21,6 +21,9 @@ struct DeviceLayerWeights {
   DeviceBuffer<__nv_bfloat16> down;  // [hidden][intermediate]
   DeviceBuffer<float> input_norm, post_attention_norm, q_norm, k_norm;
   DeviceBuffer<float> key_rotations;  // [kv_heads][D][D], empty when keys are not rotated
+  // R_K^T in bf16 high and low parts for the prefill kernel (query_rotation_tiles.h),
+  // [kv_heads][2][D][D]
+  DeviceBuffer<__nv_bfloat16> query_rotation_tiles;
 };
 
 struct DeviceWeights {

@@ -151,9 +151,10 @@ void launch_slices(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
 }
 
 // Prefill chunks' rows without a rotation: a copy, a thread per four channels of a row's query
-// (into `rotated_queries` as they are), key or value (into its page slot as bf16), the threads of a
-// warp on consecutive channels. (Staged through shared memory per slice of channels, as the kernel
-// above does for a decode step's few rows, the copy ran at a third of the memory's speed.)
+// (into `rotated_queries` as they are, when asked), key or value (into its page slot as bf16), the
+// threads of a warp on consecutive channels. (Staged through shared memory per slice of channels,
+// as the kernel above does for a decode step's few rows, the copy ran at a third of the memory's
+// speed.)
 constexpr int kCopyThreads = 256;
 
 __global__ void __launch_bounds__(kCopyThreads)
@@ -161,12 +162,14 @@ __global__ void __launch_bounds__(kCopyThreads)
   wait_for_producer();
   release_consumer();
   constexpr int kQuads = kHeadDim / 4;
-  const int vectors = args.num_heads + 2 * args.num_kv_heads;  // q, k, v heads of a row
+  // The q (when written), k and v heads of a row.
+  const int first_vector = args.write_queries ? 0 : args.num_heads;
+  const int vectors = args.num_heads + 2 * args.num_kv_heads - first_vector;
   const int64_t items = int64_t(rows) * vectors * kQuads;
   const PageLayout& layout = args.layout;
   for (int64_t item = int64_t(blockIdx.x) * kCopyThreads + threadIdx.x; item < items;
        item += int64_t(gridDim.x) * kCopyThreads) {
-    const int quad = int(item % kQuads), vector = int(item / kQuads % vectors);
+    const int quad = int(item % kQuads), vector = first_vector + int(item / kQuads % vectors);
     const int row = int(item / (int64_t(kQuads) * vectors));
     const float4 x = reinterpret_cast<const float4*>(args.qkv + int64_t(row) * args.row_stride +
                                                      int64_t(vector) * kHeadDim)[quad];
@@ -189,20 +192,21 @@ __global__ void __launch_bounds__(kCopyThreads)
 }
 
 void launch_copy(const KvWriteArgs& args, int64_t rows, cudaStream_t stream) {
-  const int64_t items = rows * (args.num_heads + 2 * args.num_kv_heads) * (kHeadDim / 4);
+  const int64_t items =
+      rows * ((args.write_queries ? args.num_heads : 0) + 2 * args.num_kv_heads) * (kHeadDim / 4);
   const int64_t blocks = std::min<int64_t>((items + kCopyThreads - 1) / kCopyThreads, 65536);
   launch_chained("kv_write_copy_kernel", kv_write_copy_kernel, dim3(unsigned(blocks)),
                  dim3(kCopyThreads), 0, stream, args, int(rows));
 }
 
-// Prefill chunks' rows with a rotation: the key and the group's queries of each row are the rows
-// of X [vectors][D], and X R_K a matrix product, tiled in registers: a thread takes 8 vectors x 8
-// channels of a 128-vector tile, each output one fma chain over i as on the CPU (the same results
-// as the kernel above, with a quarter of its shared-memory reads per fma). The blocks of a KV head
-// stay resident: each copies the head's R_K into shared memory once, then walks its share of the
-// head's tiles with the next tile's copy in flight while it computes the current one (one tile per
-// block, copied and then computed, left the multiprocessors waiting on every copy). Each block
-// also copies its share of the rows' values.
+// Prefill chunks' rows with a rotation: the key and (when asked) the group's queries of each row
+// are the rows of X [vectors][D], and X R_K a matrix product, tiled in registers: a thread takes 8
+// vectors x 8 channels of a 128-vector tile, each output one fma chain over i as on the CPU (the
+// same results as the kernel above, with a quarter of its shared-memory reads per fma). The blocks
+// of a KV head stay resident: each copies the head's R_K into shared memory once, then walks its
+// share of the head's tiles with the next tile's copy in flight while it computes the current one
+// (one tile per block, copied and then computed, left the multiprocessors waiting on every copy).
+// Each block also copies its share of the rows' values.
 constexpr int kTileVectors = 128;
 constexpr int kTileThreads = 256;
 constexpr int kTileVectorStride = kHeadDim + 4;  // floats
@@ -212,8 +216,8 @@ constexpr int kTileSharedBytes = (kHeadDim * kHeadDim + 2 * kTileFloats) * 4;
 // Starts the copies of tile `tile`'s vectors into `target` (vectors past the end repeat the last
 // one: computed, never stored).
 __device__ __forceinline__ void copy_vector_tile(const KvWriteArgs& args, int kv_head, int tile,
-                                                 int vectors, float* target) {
-  const int group = args.num_heads / args.num_kv_heads, per_row = 1 + group;
+                                                 int vectors, int per_row, float* target) {
+  const int group = args.num_heads / args.num_kv_heads;
   for (int chunk = int(threadIdx.x); chunk < kTileVectors * (kHeadDim / 4); chunk += kTileThreads) {
     const int local = chunk / (kHeadDim / 4), quad = chunk % (kHeadDim / 4);
     const int v = min(tile * kTileVectors + local, vectors - 1);
@@ -231,7 +235,8 @@ __global__ void __launch_bounds__(kTileThreads)
   float* rotation = shared;                     // [D][D]
   float* tiles = shared + kHeadDim * kHeadDim;  // two [kTileVectors][kTileVectorStride]
   const int kv_head = blockIdx.y, t = threadIdx.x;
-  const int group = args.num_heads / args.num_kv_heads, per_row = 1 + group;
+  const int group = args.num_heads / args.num_kv_heads;
+  const int per_row = args.write_queries ? 1 + group : 1;  // the key, then the queries
   const int vectors = rows * per_row, tile_count = (vectors + kTileVectors - 1) / kTileVectors;
   const float* source = args.key_rotations + int64_t(kv_head) * kHeadDim * kHeadDim;
   for (int chunk = t; chunk < kHeadDim * kHeadDim / 4; chunk += kTileThreads) {
@@ -244,12 +249,12 @@ __global__ void __launch_bounds__(kTileThreads)
   // row of R_K by the half warp is 256 contiguous bytes, with no two lanes in one bank.
   const int quad = t % 16, first_local = (t / 16) * 8;  // vectors first_local..first_local+7
   int tile = int(blockIdx.x);
-  if (tile < tile_count) copy_vector_tile(args, kv_head, tile, vectors, tiles);
+  if (tile < tile_count) copy_vector_tile(args, kv_head, tile, vectors, per_row, tiles);
   for (int n = 0; tile < tile_count; tile += int(gridDim.x), ++n) {
     const float* x_tile = tiles + (n % 2) * kTileFloats;
     const int next = tile + int(gridDim.x);
     if (next < tile_count) {
-      copy_vector_tile(args, kv_head, next, vectors, tiles + ((n + 1) % 2) * kTileFloats);
+      copy_vector_tile(args, kv_head, next, vectors, per_row, tiles + ((n + 1) % 2) * kTileFloats);
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
@@ -327,7 +332,7 @@ void launch_rotated_tiles(const KvWriteArgs& args, int64_t rows, cudaStream_t st
   allow_dynamic_shared_memory(reinterpret_cast<const void*>(kv_write_rotated_tile_kernel),
                               kTileSharedBytes,
                               "cudaFuncSetAttribute(kv_write_rotated_tile_kernel)");
-  const int64_t vectors = rows * (1 + args.num_heads / args.num_kv_heads);
+  const int64_t vectors = rows * (args.write_queries ? 1 + args.num_heads / args.num_kv_heads : 1);
   const int64_t tiles = (vectors + kTileVectors - 1) / kTileVectors;
   const int64_t per_head =
       std::clamp<int64_t>(multiprocessor_count() / args.num_kv_heads, 1, tiles);

@@ -47,7 +47,9 @@ struct QkNormRopeArgs {
 void launch_qk_norm_rope(const QkNormRopeArgs& args, int64_t rows, cudaStream_t stream);
 
 // kv_write.cu: the new tokens' keys rotated by R_K (when given) and values, as bf16, into their
-// slots of the full-precision pages; the queries rotated by the same R_K into `rotated_queries`.
+// slots of the full-precision pages; the queries rotated by the same R_K into `rotated_queries`,
+// unless `write_queries` is false and the step has more than 64 rows (a prefill step whose
+// attention, the tensor-core kernel, reads and rotates the queries itself).
 struct KvWriteArgs {
   const float* qkv = nullptr;
   int64_t row_stride = 0;
@@ -59,6 +61,7 @@ struct KvWriteArgs {
   std::byte* full_pages = nullptr;
   const float* key_rotations = nullptr;  // [num_kv_heads][D][D] of this layer, or null
   float* rotated_queries = nullptr;      // [rows][num_heads][D]
+  bool write_queries = true;
 };
 void launch_kv_write(const KvWriteArgs& args, int64_t rows, cudaStream_t stream);
 

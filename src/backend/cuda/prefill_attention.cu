@@ -12,6 +12,12 @@
 // (a "job"); the 2-bit and band keys come from their bf16 copies (kv_dequantize.cu), so every job
 // reads bf16 pages. Scores are masked per element only where some (row, key) pair of the job is not
 // read in its format; elsewhere the whole tile is read.
+//
+// Queries come rotated by R_K like the stored keys (AttentionArgs::queries), or as the q|k|v rows
+// hold them (prefill_queries), rotated here: three bf16 products of the queries' and R_K's high
+// and low parts on the tensor cores, into the block's query tiles, before the first tile is
+// copied. The KV write then has no queries to rotate on its fma chains, which it does exactly as
+// the CPU for the keys because keys are quantized; queries are not.
 #include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/prefill_attention.h"
 
@@ -52,6 +58,13 @@ static_assert(2 * 128 * kConsumerRegisters + 128 * kProducerRegisters <= 65536,
               "the register file");
 
 static_assert(kRows == 2 * 64, "two warpgroups of 64 query rows");
+static_assert(kQueryBytes == kTileBytes, "a stage's keys hold the queries' low parts");
+// Named barriers beside 0 (__syncthreads) and 1 (the consumers' queries): the copying warp waits on
+// kRotationDone until both warpgroups have rotated their queries, which reads the first stages;
+// warpgroup w syncs on kWarpgroupBarrier + w before its rotated rows are read.
+constexpr int kRotationDoneBarrier = 2;
+constexpr int kRotationDoneThreads = kConsumerThreads + 32;
+constexpr int kWarpgroupBarrier = 3;
 
 // The key positions a block item reads in each format: the union over its rows (their boundaries
 // grow with their positions, so the first and last rows bound every row's ranges).
@@ -136,9 +149,10 @@ __device__ __forceinline__ RowBounds row_bounds(const AttentionArgs& a, const Bl
 }
 
 // The block's queries, scaled into log2 units, as bf16 in the two warpgroups' swizzled tiles (by
-// the consumer threads).
+// the consumer threads); with `low`, the bf16 rounding of what the first rounding left out, in
+// tiles of the same layout there (the queries are rotated afterwards, rotate_queries).
 __device__ void load_queries(const AttentionArgs& a, const BlockItem& item, int kv_head,
-                             std::byte* shared) {
+                             std::byte* shared, std::byte* low) {
   constexpr int kVectorsPerRow = kHeadDim / 4;
   const int rows_used = a.group * (kRows / a.group);
   for (int i = threadIdx.x; i < kRows * kVectorsPerRow; i += kConsumerThreads) {
@@ -146,17 +160,31 @@ __device__ void load_queries(const AttentionArgs& a, const BlockItem& item, int 
     const int token = row / a.group, head = row % a.group;
     float4 q = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row < rows_used && token < item.row_count) {
-      const int64_t offset = (int64_t(item.first_row + token) * a.num_kv_heads * a.group +
-                              int64_t(kv_head) * a.group + head) *
-                             kHeadDim;
-      q = reinterpret_cast<const float4*>(a.queries + offset)[vector];
+      const int64_t source_row = item.first_row + token, source_head = kv_head * a.group + head;
+      const float* source =
+          a.prefill_queries != nullptr
+              ? a.prefill_queries + source_row * a.prefill_query_stride + source_head * kHeadDim
+              : a.queries + (source_row * a.num_kv_heads * a.group + source_head) * kHeadDim;
+      q = reinterpret_cast<const float4*>(source)[vector];
     }
     const int half = vector / 16, chunk = (vector % 16) / 2;
     const uint32_t offset = uint32_t((row / 64) * 2 * kQueryHalfBytes + half * kQueryHalfBytes) +
                             wgmma::swizzled_chunk(row % 64, chunk) + uint32_t(vector % 2) * 8;
     const float s = a.score_scale;
-    *reinterpret_cast<uint2*>(shared + offset) =
-        make_uint2(pack_bf16x2(q.x * s, q.y * s), pack_bf16x2(q.z * s, q.w * s));
+    const float x[4] = {q.x * s, q.y * s, q.z * s, q.w * s};
+    const uint32_t high[2] = {pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3])};
+    *reinterpret_cast<uint2*>(shared + offset) = make_uint2(high[0], high[1]);
+    if (low != nullptr) {
+      float rest[4];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const float2 kept = unpack_bf16x2(high[i]);
+        rest[2 * i] = x[2 * i] - kept.x;
+        rest[2 * i + 1] = x[2 * i + 1] - kept.y;
+      }
+      *reinterpret_cast<uint2*>(low + offset) =
+          make_uint2(pack_bf16x2(rest[0], rest[1]), pack_bf16x2(rest[2], rest[3]));
+    }
   }
 }
 
@@ -215,14 +243,16 @@ __device__ void copy_tile(const CUtensorMap* map, const TileBoxes<BoxRows>& boxe
   }
 }
 
-// Issues S = Q K^T for the warpgroup's 64 rows and the stage's 128 keys (one wgmma group).
-__device__ __forceinline__ void issue_scores(float (&s)[64], uint32_t queries, uint32_t keys) {
+// Issues S = Q K^T (or with `accumulate` S += Q K^T) for the warpgroup's 64 rows and the stage's
+// 128 keys (one wgmma group).
+__device__ __forceinline__ void issue_scores(float (&s)[64], uint32_t queries, uint32_t keys,
+                                             bool accumulate = false) {
 #pragma unroll
   for (int k = 0; k < kHeadDim / 16; ++k) {
     const uint32_t query_step = uint32_t((k / 4) * kQueryHalfBytes + (k % 4) * 32);
     const uint32_t key_step = uint32_t((k / 4) * kKeyHalfBytes + (k % 4) * 32);
     wgmma::mma_m64n128k16_ss(s, wgmma::descriptor(queries + query_step, 16, 1024),
-                             wgmma::descriptor(keys + key_step, 16, 1024), k > 0);
+                             wgmma::descriptor(keys + key_step, 16, 1024), accumulate || k > 0);
   }
   wgmma::commit();
 }
@@ -236,6 +266,57 @@ __device__ __forceinline__ void issue_values(float (&o)[64], const uint32_t (&p)
         o, p[k], wgmma::descriptor(values + uint32_t(k * 16 * kHalfRowBytes), kKeyHalfBytes, 1024));
   }
   wgmma::commit();
+}
+
+// R_K^T's bf16 high part into `high` and its low part into `low` (stage 0's keys and values), in
+// the layout of a tile of 128 keys: the rotation's columns take the keys' place, S = Q R_K.
+__device__ void load_rotation(const AttentionArgs& a, int kv_head, std::byte* high,
+                              std::byte* low) {
+  constexpr int kRowChunks = kHeadDim / 8;            // 16-byte chunks of a row of R^T
+  constexpr int kPartChunks = kHeadDim * kRowChunks;  // of one part
+  const uint4* source = reinterpret_cast<const uint4*>(a.query_rotation_tiles +
+                                                       int64_t(kv_head) * 2 * kHeadDim * kHeadDim);
+  for (int i = threadIdx.x; i < 2 * kPartChunks; i += kConsumerThreads) {
+    const int part = i / kPartChunks, n = i % kPartChunks / kRowChunks, c = i % kRowChunks;
+    const uint32_t offset = uint32_t((c / 8) * kKeyHalfBytes) + wgmma::swizzled_chunk(n, c % 8);
+    *reinterpret_cast<uint4*>((part == 0 ? high : low) + offset) = source[i];
+  }
+}
+
+// The warpgroup's 64 query rows times R_K: (Q_lo R_hi + Q_hi R_lo) + Q_hi R_hi, float32
+// accumulation (high and low parts hold the queries and R_K to about 2^-16), written over the
+// warpgroup's queries as bf16. The first stages are released to the copying warp as soon as the
+// products are done.
+__device__ void rotate_queries(uint32_t queries, uint32_t low_queries, uint32_t high, uint32_t low,
+                               std::byte* query_tile, int warpgroup, int warp, int lane) {
+  float r[64];
+  wgmma::fence();
+  issue_scores(r, low_queries, high);
+  issue_scores(r, queries, low, true);
+  issue_scores(r, queries, high, true);
+  wgmma::wait<0>();
+  wgmma::fence_operands(r);
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(kRotationDoneBarrier), "n"(kRotationDoneThreads)
+               : "memory");
+  const int quad = lane % 4;
+#pragma unroll
+  for (int b = 0; b < 16; ++b) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp * 16 + lane / 4 + 8 * h, column = 8 * b + 2 * quad;
+      const uint32_t offset = uint32_t((column / 64) * kQueryHalfBytes) +
+                              wgmma::swizzled_chunk(row, (column % 64) / 8) +
+                              uint32_t(column % 8) * 2;
+      *reinterpret_cast<uint32_t*>(query_tile + offset) =
+          pack_bf16x2(r[4 * b + 2 * h], r[4 * b + 2 * h + 1]);
+    }
+  }
+  bulk::fence_proxy_async();
+  if (warpgroup == 0) {
+    asm volatile("bar.sync %0, 128;\n" ::"n"(kWarpgroupBarrier) : "memory");
+  } else {
+    asm volatile("bar.sync %0, 128;\n" ::"n"(kWarpgroupBarrier + 1) : "memory");
+  }
 }
 
 // The masked scores to weights 2^(s - max) in place; the rows' running max and sum updated, and
@@ -382,10 +463,19 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
   // This thread's two rows: g and g + 8 of its warp's 16.
   const int row0 = warpgroup * 64 + warp * 16 + lane / 4;
   const RowBounds rows[2] = {row_bounds(args, item, row0), row_bounds(args, item, row0 + 8)};
-  const uint32_t queries = stages.base + uint32_t(warpgroup * 2 * kQueryHalfBytes);
-  load_queries(args, item, kv_head, shared);
+  const uint32_t warpgroup_rows = uint32_t(warpgroup * 2 * kQueryHalfBytes);
+  const uint32_t queries = stages.base + warpgroup_rows;
+  // With a rotation the queries' low parts, R_K^T's high and low parts go to stage 1's keys and
+  // stage 0's keys and values until the queries are rotated.
+  const bool rotating = args.query_rotation_tiles != nullptr;
+  load_queries(args, item, kv_head, shared, rotating ? shared + kKeysOffset + kTileBytes : nullptr);
+  if (rotating) load_rotation(args, kv_head, shared + kKeysOffset, shared + kValuesOffset);
   bulk::fence_proxy_async();
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // every consumer's queries
+  if (rotating) {
+    rotate_queries(queries, stages.keys(1) + warpgroup_rows, stages.keys(0), stages.values(0),
+                   shared + warpgroup_rows, warpgroup, warp, lane);
+  }
 
   float s[64], o[64];
   uint32_t p[8][4];
@@ -506,8 +596,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x >= kConsumerThreads) {
     bulk::release_registers<kProducerRegisters>();
-    if (threadIdx.x == kConsumerThreads) {
-      copy_jobs<BoxRows>(args, &full_map, &scratch_map, item, bounds, kv_head, stages);
+    if (threadIdx.x < kRotationDoneThreads) {
+      if (args.query_rotation_tiles != nullptr) {
+        asm volatile("bar.sync %0, %1;\n" ::"n"(kRotationDoneBarrier), "n"(kRotationDoneThreads)
+                     : "memory");
+      }
+      if (threadIdx.x == kConsumerThreads) {
+        copy_jobs<BoxRows>(args, &full_map, &scratch_map, item, bounds, kv_head, stages);
+      }
     }
   } else {
     bulk::claim_registers<kConsumerRegisters>();
