@@ -3,7 +3,7 @@
 # compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
 # Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step] [linear]
 #                            [accuracy] [accuracy-cpu] [calibrate] [serve] [serve-32k] [prefill]
-#                            [base-prefill]
+#                            [base-prefill] [chunk-ab]
 #   tests:        the GPU tests; their failures and the summary are printed, the whole log is in logs.tgz
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
 #                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
@@ -18,6 +18,10 @@
 #                 (carry .device) built as this tree with its files put back, then oscar bench prefill
 #                 of it and of this tree in turn, twice (PREFILL_MODEL, PREFILL_KV, PREFILL_REPEATS as
 #                 above; PREFILL_LENS default 4096,8192,32768), JSON prefill-{base,new}-{1,2}.json
+#   chunk-ab:     oscar bench prefill with the default chunk and with CHUNK_AB (8448: a multiple of 64
+#                 per multiprocessor of an H100/H200, so that a chunk's attention blocks fill whole
+#                 waves) in turn, twice, PREFILL_LENS (default 32768,100000), PREFILL_KV as above,
+#                 one timed run each, JSON prefill-chunk-{default,CHUNK_AB}-{1,2}.json
 #   serve-32k:    oscar bench serve, 32 prompts of 32K tokens, 512 out, bf16 against INT2 OSCAR, on a
 #                 random Qwen3-8B checkpoint written by bench/random_checkpoint.py and calibrated here
 set -uo pipefail
@@ -44,7 +48,7 @@ for stage in "$@"; do
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/backend_tests \
-          --gtest_filter='CudaKernels.*:Formats/CudaKvMigrate.*:Formats/CudaDecodeAttention.*int2_g128*:Formats/CudaDecodeAttention.*bf16_gqa4*' >"$logs/sanitizer-$tool.log" 2>&1
+          --gtest_filter='CudaKernels.*:Formats/CudaKvMigrate.*:Formats/CudaDecodeAttention.*int2_g128*:Formats/CudaDecodeAttention.*bf16_gqa4*:Formats/CudaPrefillAttention.RotatedQueries*/bf16_gqa4:Formats/CudaPrefillAttention.RotatedQueries*/int2_g128_q8_gqa4_band768' >"$logs/sanitizer-$tool.log" 2>&1
         echo "compute-sanitizer $tool exit $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$logs/sanitizer-$tool.log" | tail -1)"
       done ;;
     bench)
@@ -117,6 +121,18 @@ for stage in "$@"; do
             --prompt-lens "${PREFILL_LENS:-4096,8192,32768}" --kv-dtypes "${PREFILL_KV:-bf16,int2}" \
             --repeats "${PREFILL_REPEATS:-3}" --json "$out/prefill-$side-$round.json" 2>&1 \
             | tee "$logs/prefill-$side-$round.log"
+        done
+      done ;;
+    chunk-ab)
+      for round in 1 2; do
+        for chunk in default "${CHUNK_AB:-8448}"; do
+          echo "round $round, chunk $chunk"
+          flags=()
+          [[ $chunk != default ]] && flags=(--chunk-tokens "$chunk")
+          stdbuf -oL ./build-gpu/src/cli/oscar bench prefill --model "${PREFILL_MODEL:-qwen3-8b}" \
+            --prompt-lens "${PREFILL_LENS:-32768,100000}" --kv-dtypes "${PREFILL_KV:-bf16,int2}" \
+            --repeats 1 "${flags[@]}" --json "$out/prefill-chunk-$chunk-$round.json" 2>&1 \
+            | tee "$logs/prefill-chunk-$chunk-$round.log"
         done
       done ;;
     serve-32k)
