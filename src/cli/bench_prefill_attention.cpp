@@ -3,7 +3,9 @@
 // against every earlier token under the decode rule), as one layer of a chunked prefill runs it.
 // Each row reports the time of all chunks (for INT2 the dequantization into scratch pages
 // included, and its share), and the achieved TFLOP/s by the causal count 2 L^2 D H_q (the score
-// and value products of a causal mask). Pages hold random bytes (kv_noise.h), never zeros.
+// and value products of a causal mask). Pages hold random bytes (kv_noise.h), never zeros. With a
+// cache that rotates its keys (INT2 OSCAR), the tensor-core kernel reads the queries from q|k|v
+// rows and rotates them by R_K itself (Hadamard rotations here), as the engine's prefill steps do.
 // --kernel float runs the float kernel that KIVI's caches use, for comparison.
 #include <fmt/format.h>
 
@@ -18,6 +20,7 @@
 #ifdef OSCAR_HAVE_CUDA
 #include "backend/cuda/attention_combine.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_kv_pages.h"
 #include "backend/cuda/device_step.h"
@@ -26,6 +29,8 @@
 #include "backend/cuda/page_tensor_map.h"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/q8_scale_table.h"
+#include "backend/cuda/query_rotation_tiles.h"
+#include "quant/kv_rotations.h"
 #endif
 
 namespace oscar::cli {
@@ -104,6 +109,24 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
   }
   const int64_t q_floats = rows * model.num_heads * model.head_dim;
   const DeviceBuffer<float> queries = random_device_queries(q_floats);
+  // The engine's prefill queries: q|k|v rows, rotated by the kernel (the k and v parts unread).
+  const bool rotating = tensor_cores && kv.rotates_keys();
+  const int64_t qkv_stride = (model.num_heads + 2 * model.num_kv_heads) * model.head_dim;
+  const DeviceBuffer<float> qkv = random_device_queries(rotating ? rows * qkv_stride : 0);
+  DeviceBuffer<__nv_bfloat16> rotation_tiles;
+  if (rotating) {
+    const KvRotations hadamard = hadamard_rotations(1, model.num_kv_heads, model.head_dim);
+    std::vector<float> rotations;
+    for (int64_t h = 0; h < model.num_kv_heads; ++h) {
+      const float* r = hadamard.key_rotation(0, h);
+      rotations.insert(rotations.end(), r, r + model.head_dim * model.head_dim);
+    }
+    const std::vector<uint16_t> tiles = query_rotation_tiles(rotations, model.head_dim);
+    rotation_tiles.resize(tiles.size());
+    check(cudaMemcpy(rotation_tiles.data(), tiles.data(), tiles.size() * sizeof(uint16_t),
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy(query rotation tiles)");
+  }
   DeviceBuffer<float> partials(
       size_t(partial_records * partial_record_floats(group, model.head_dim)));
   DeviceBuffer<__nv_bfloat16> out(static_cast<size_t>(q_floats));
@@ -119,6 +142,11 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
                                               queries.data(), partials.data(), q8.data());
     args.scratch_pages = scratch.data();
     args.output = out.data();
+    if (rotating) {
+      args.prefill_queries = qkv.data();
+      args.prefill_query_stride = qkv_stride;
+      args.query_rotation_tiles = rotation_tiles.data();
+    }
     return args;
   };
   auto dequantize = [&](const Chunk& c, const AttentionArgs& args) {
