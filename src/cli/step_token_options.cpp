@@ -11,8 +11,9 @@ void add_step_token_options(CLI::App& command, StepTokenOptions& o) {
       "--prefill-chunk", o.prefill_chunk,
       fmt::format("prompt tokens of one sequence per step (default {} on the CPU, {} on a GPU)",
                   kCpuPrefillChunkTokens, kGpuPrefillChunkTokens));
+  // vLLM's name for the same budget is accepted too.
   command.add_option(
-      "--max-step-tokens", o.max_step_tokens,
+      "--max-step-tokens,--max-num-batched-tokens", o.max_step_tokens,
       fmt::format("tokens of all sequences per step, decodes first (default: a chunk beside a "
                   "full batch of decodes; on the CPU at least {})",
                   kCpuMaxStepTokens));

@@ -1,8 +1,10 @@
 // --prefill-chunk and --max-step-tokens (step_token_options.h): defaults per device, the flags
-// taking precedence, and errors that name the flag.
+// taking precedence under their names and vLLM's, and errors that name the flag.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "cli/step_token_options.h"
 #include "util/error.h"
@@ -23,6 +25,23 @@ TEST(StepTokenOptions, DefaultsFollowTheDeviceAndFlagsWin) {
   EXPECT_EQ(chunk.max_step_tokens, 1024 + 8);
   const SchedulerOptions both = scheduler_options({1024, 300}, DeviceKind::cuda, 8);
   EXPECT_EQ(both.max_step_tokens, 300);
+}
+
+TEST(StepTokenOptions, FlagsParseUnderTheirNamesAndVllmsBudgetName) {
+  auto parse = [](std::vector<std::string> arguments) {
+    CLI::App app;
+    StepTokenOptions options;
+    add_step_token_options(app, options);
+    std::reverse(arguments.begin(), arguments.end());  // CLI11 takes them last first
+    app.parse(arguments);
+    return options;
+  };
+  const StepTokenOptions ours = parse({"--prefill-chunk", "4096", "--max-step-tokens", "5000"});
+  EXPECT_EQ(ours.prefill_chunk, 4096);
+  EXPECT_EQ(ours.max_step_tokens, 5000);
+  const StepTokenOptions vllm = parse({"--max-num-batched-tokens", "6000"});
+  EXPECT_EQ(vllm.prefill_chunk, std::nullopt);
+  EXPECT_EQ(vllm.max_step_tokens, 6000);
 }
 
 TEST(StepTokenOptions, ErrorsNameTheFlag) {
