@@ -59,6 +59,7 @@ double prefill_attention_flops(const ModelConfig& model, int64_t tokens) {
 struct PrefillAttentionTiming {
   double time_us = 0;
   double dequantize_us = 0;
+  bool queries_rotated = false;  // by the kernel, from q|k|v rows
 };
 
 // One layer's prefill attention of `tokens` tokens in chunks: a sequence per chunk, filled to the
@@ -175,6 +176,7 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
     }
   };
   PrefillAttentionTiming m;
+  m.queries_rotated = rotating;
   m.time_us = median_launch_us([&](int) { run_all(true); }, iterations);
   if (tensor_cores && kv.quantized())
     m.dequantize_us = median_launch_us([&](int) { run_all(false); }, iterations);
@@ -214,6 +216,7 @@ void run_bench_prefill_attention(const BenchPrefillAttentionOptions& o) {
                       {"chunk_tokens", o.chunk_tokens},
                       {"time_us", m.time_us},
                       {"dequantize_us", m.dequantize_us},
+                      {"queries_rotated_in_kernel", m.queries_rotated},
                       {"tflops", tflops}});
     }
   }
