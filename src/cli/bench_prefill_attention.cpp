@@ -20,7 +20,6 @@
 #ifdef OSCAR_HAVE_CUDA
 #include "backend/cuda/attention_combine.h"
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_kv_pages.h"
 #include "backend/cuda/device_step.h"
@@ -122,11 +121,7 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
       const float* r = hadamard.key_rotation(0, h);
       rotations.insert(rotations.end(), r, r + model.head_dim * model.head_dim);
     }
-    const std::vector<uint16_t> tiles = query_rotation_tiles(rotations, model.head_dim);
-    rotation_tiles.resize(tiles.size());
-    check(cudaMemcpy(rotation_tiles.data(), tiles.data(), tiles.size() * sizeof(uint16_t),
-                     cudaMemcpyHostToDevice),
-          "cudaMemcpy(query rotation tiles)");
+    upload(query_rotation_tiles(rotations, model.head_dim), rotation_tiles);
   }
   DeviceBuffer<float> partials(
       size_t(partial_records * partial_record_floats(group, model.head_dim)));

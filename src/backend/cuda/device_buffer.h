@@ -1,9 +1,11 @@
 #pragma once
 // Owning buffers of device memory (cudaMalloc, never managed memory) and of pinned host memory
 // (for asynchronous copies), sized in elements of T.
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -61,6 +63,16 @@ void upload(const std::vector<T>& host, DeviceBuffer<T>& device) {
   if (!host.empty()) {
     check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
           "cudaMemcpy(host to device)");
+  }
+}
+
+// bf16 values given as their bits (util/half.h) copied into `device`, resized to hold them.
+inline void upload(const std::vector<uint16_t>& host, DeviceBuffer<__nv_bfloat16>& device) {
+  device.resize(host.size());
+  if (!host.empty()) {
+    check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(uint16_t),
+                     cudaMemcpyHostToDevice),
+          "cudaMemcpy(bf16 host to device)");
   }
 }
 

@@ -59,12 +59,6 @@ void append_bf16(const TensorView& tensor, const Block& block, Bf16Vector& out) 
   }
 }
 
-void upload(const Bf16Vector& host, DeviceBuffer<__nv_bfloat16>& device) {
-  device.resize(host.size());
-  check(cudaMemcpy(device.data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice),
-        "cudaMemcpy(weights)");
-}
-
 void upload_matrix(const TensorView& tensor, const Block& block,
                    DeviceBuffer<__nv_bfloat16>& device) {
   Bf16Vector host;

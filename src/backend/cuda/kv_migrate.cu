@@ -549,18 +549,25 @@ __global__ void __launch_bounds__(kRowThreads, kRowBlocksPerMultiprocessor)
   }
 }
 
+// The error-feedback kernels' grid: (layer, KV head) x token blocks of `tokens_per_block`, as many
+// as the step's tasks need up to kMaxFeedbackBlocks in all; blockIdx.y keys then values.
+dim3 feedback_grid(const KvMigrateArgs& args, int64_t max_tasks, int64_t tokens_per_block,
+                   unsigned kinds) {
+  const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
+  const int64_t token_blocks =
+      std::clamp<int64_t>((max_tasks + tokens_per_block - 1) / tokens_per_block, 1,
+                          std::max<int64_t>(1, kMaxFeedbackBlocks / heads));
+  return dim3(unsigned(heads * token_blocks), kinds);
+}
+
 template <int kBits, int kGroup>
 void launch_fed_back_thread_rows(const KvMigrateArgs& args, int64_t max_tasks, unsigned kinds,
                                  cudaStream_t stream) {
   const auto kernel = migrate_fed_back_thread_rows_kernel<kBits, kGroup>;
   allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), kRowFactorBytes,
                               "cudaFuncSetAttribute(migrate_fed_back_thread_rows_kernel)");
-  const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
-  const int64_t token_blocks =
-      std::clamp<int64_t>((max_tasks + kRowThreads - 1) / kRowThreads, 1,
-                          std::max<int64_t>(1, kMaxFeedbackBlocks / heads));
-  kernel<<<dim3(unsigned(heads * token_blocks), kinds), kRowThreads, kRowFactorBytes, stream>>>(
-      args);
+  kernel<<<feedback_grid(args, max_tasks, kRowThreads, kinds), kRowThreads, kRowFactorBytes,
+           stream>>>(args);
   check_launch("migrate_fed_back_thread_rows_kernel");
 }
 
@@ -663,12 +670,7 @@ void launch_fed_back_rows(const KvMigrateArgs& args, int64_t max_tasks, unsigned
                           cudaStream_t stream) {
   allow_dynamic_shared_memory(reinterpret_cast<const void*>(migrate_fed_back_rows_kernel<Warps>),
                               kStagedBytes, "cudaFuncSetAttribute(migrate_fed_back_rows_kernel)");
-  constexpr int kTokensPerBlock = Warps * kTokensPerWarp;
-  const int64_t heads = int64_t(args.num_layers) * args.num_kv_heads;
-  const int64_t token_blocks =
-      std::clamp<int64_t>((max_tasks + kTokensPerBlock - 1) / kTokensPerBlock, 1,
-                          std::max<int64_t>(1, kMaxFeedbackBlocks / heads));
-  const dim3 grid(unsigned(heads * token_blocks), kinds);
+  const dim3 grid = feedback_grid(args, max_tasks, Warps * kTokensPerWarp, kinds);
   migrate_fed_back_rows_kernel<Warps><<<grid, 32 * Warps, kStagedBytes, stream>>>(args);
   check_launch("migrate_fed_back_rows_kernel");
 }
@@ -688,12 +690,10 @@ void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max
     const unsigned kinds =
         unsigned(args.key_feedback != nullptr) + unsigned(args.value_feedback != nullptr);
     if (kinds > 0) {
-      if (max_tasks > 64 && launch_fed_back_thread_rows(args, max_tasks, kinds, stream)) {
-        // a thread per row
-      } else if (max_tasks > 64) {
-        launch_fed_back_rows<kPrefillFeedbackWarps>(args, max_tasks, kinds, stream);
-      } else {
+      if (max_tasks <= 64) {
         launch_fed_back_rows<kDecodeFeedbackWarps>(args, max_tasks, kinds, stream);
+      } else if (!launch_fed_back_thread_rows(args, max_tasks, kinds, stream)) {
+        launch_fed_back_rows<kPrefillFeedbackWarps>(args, max_tasks, kinds, stream);
       }
     }
   }
