@@ -150,37 +150,48 @@ __device__ __forceinline__ RowBounds row_bounds(const AttentionArgs& a, const Bl
 
 // The block's queries, scaled into log2 units, as bf16 in the two warpgroups' swizzled tiles (by
 // the consumer threads); with `low`, the bf16 rounding of what the first rounding left out, in
-// tiles of the same layout there (the queries are rotated afterwards, rotate_queries).
+// tiles of the same layout there (the queries are rotated afterwards, rotate_queries). A thread's
+// loads are all issued before its first store, so that it waits for memory once, not per load.
 __device__ void load_queries(const AttentionArgs& a, const BlockItem& item, int kv_head,
                              std::byte* shared, std::byte* low) {
   constexpr int kVectorsPerRow = kHeadDim / 4;
+  constexpr int kLoads = kRows * kVectorsPerRow / kConsumerThreads;
+  static_assert(kRows * kVectorsPerRow % kConsumerThreads == 0, "whole loads per thread");
   const int rows_used = a.group * (kRows / a.group);
-  for (int i = threadIdx.x; i < kRows * kVectorsPerRow; i += kConsumerThreads) {
+  float4 q[kLoads];
+#pragma unroll
+  for (int n = 0; n < kLoads; ++n) {
+    const int i = int(threadIdx.x) + n * kConsumerThreads;
     const int row = i / kVectorsPerRow, vector = i % kVectorsPerRow;
     const int token = row / a.group, head = row % a.group;
-    float4 q = make_float4(0.f, 0.f, 0.f, 0.f);
+    q[n] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (row < rows_used && token < item.row_count) {
       const int64_t source_row = item.first_row + token, source_head = kv_head * a.group + head;
       const float* source =
           a.prefill_queries != nullptr
               ? a.prefill_queries + source_row * a.prefill_query_stride + source_head * kHeadDim
               : a.queries + (source_row * a.num_kv_heads * a.group + source_head) * kHeadDim;
-      q = reinterpret_cast<const float4*>(source)[vector];
+      q[n] = reinterpret_cast<const float4*>(source)[vector];
     }
+  }
+  const float s = a.score_scale;
+#pragma unroll
+  for (int n = 0; n < kLoads; ++n) {
+    const int i = int(threadIdx.x) + n * kConsumerThreads;
+    const int row = i / kVectorsPerRow, vector = i % kVectorsPerRow;
     const int half = vector / 16, chunk = (vector % 16) / 2;
     const uint32_t offset = uint32_t((row / 64) * 2 * kQueryHalfBytes + half * kQueryHalfBytes) +
                             wgmma::swizzled_chunk(row % 64, chunk) + uint32_t(vector % 2) * 8;
-    const float s = a.score_scale;
-    const float x[4] = {q.x * s, q.y * s, q.z * s, q.w * s};
+    const float x[4] = {q[n].x * s, q[n].y * s, q[n].z * s, q[n].w * s};
     const uint32_t high[2] = {pack_bf16x2(x[0], x[1]), pack_bf16x2(x[2], x[3])};
     *reinterpret_cast<uint2*>(shared + offset) = make_uint2(high[0], high[1]);
     if (low != nullptr) {
       float rest[4];
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const float2 kept = unpack_bf16x2(high[i]);
-        rest[2 * i] = x[2 * i] - kept.x;
-        rest[2 * i + 1] = x[2 * i + 1] - kept.y;
+      for (int k = 0; k < 2; ++k) {
+        const float2 kept = unpack_bf16x2(high[k]);
+        rest[2 * k] = x[2 * k] - kept.x;
+        rest[2 * k + 1] = x[2 * k + 1] - kept.y;
       }
       *reinterpret_cast<uint2*>(low + offset) =
           make_uint2(pack_bf16x2(rest[0], rest[1]), pack_bf16x2(rest[2], rest[3]));
@@ -272,14 +283,21 @@ __device__ __forceinline__ void issue_values(float (&o)[64], const uint32_t (&p)
 // the layout of a tile of 128 keys: the rotation's columns take the keys' place, S = Q R_K.
 __device__ void load_rotation(const AttentionArgs& a, int kv_head, std::byte* high,
                               std::byte* low) {
-  constexpr int kRowChunks = kHeadDim / 8;            // 16-byte chunks of a row of R^T
-  constexpr int kPartChunks = kHeadDim * kRowChunks;  // of one part
+  constexpr int kRowChunks = kHeadDim / 8;                    // 16-byte chunks of a row of R^T
+  constexpr int kPartChunks = kHeadDim * kRowChunks;          // of one part
+  constexpr int kLoads = 2 * kPartChunks / kConsumerThreads;  // all in flight before a store
+  static_assert(2 * kPartChunks % kConsumerThreads == 0, "whole loads per thread");
   const uint4* source = reinterpret_cast<const uint4*>(a.query_rotation_tiles +
                                                        int64_t(kv_head) * 2 * kHeadDim * kHeadDim);
-  for (int i = threadIdx.x; i < 2 * kPartChunks; i += kConsumerThreads) {
+  uint4 chunks[kLoads];
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) chunks[k] = source[int(threadIdx.x) + k * kConsumerThreads];
+#pragma unroll
+  for (int k = 0; k < kLoads; ++k) {
+    const int i = int(threadIdx.x) + k * kConsumerThreads;
     const int part = i / kPartChunks, n = i % kPartChunks / kRowChunks, c = i % kRowChunks;
     const uint32_t offset = uint32_t((c / 8) * kKeyHalfBytes) + wgmma::swizzled_chunk(n, c % 8);
-    *reinterpret_cast<uint4*>((part == 0 ? high : low) + offset) = source[i];
+    *reinterpret_cast<uint4*>((part == 0 ? high : low) + offset) = chunks[k];
   }
 }
 
