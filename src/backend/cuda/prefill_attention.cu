@@ -15,7 +15,7 @@
 //
 // Queries come rotated by R_K like the stored keys (AttentionArgs::queries), or as the q|k|v rows
 // hold them (prefill_queries), rotated here: three bf16 products of the queries' and R_K's high
-// and low parts on the tensor cores, into the block's query tiles, before the first tile is
+// and low parts on the tensor cores, into the block's query tiles, while the first tile is
 // copied. The KV write then has no queries to rotate on its fma chains, which it does exactly as
 // the CPU for the keys because keys are quantized; queries are not.
 #include "backend/cuda/kernel_sizes.h"
@@ -49,7 +49,10 @@ constexpr int kValuesOffset = kKeysOffset + kStages * kTileBytes;
 // Four rings of barriers, one per stage each: a stage's keys landed, its values landed, its keys
 // were read, its values were read. Keys are released as soon as a job's scores are computed.
 constexpr int kBarriersOffset = kValuesOffset + kStages * kTileBytes;
-constexpr int kSharedBytes = kBarriersOffset + 4 * 8 * kStages;
+// And one more: both warpgroups have rotated their queries (rotate_queries), whose operands lie in
+// stage 1's values and stage 2, so the copying thread may write there.
+constexpr int kRotationBarrierOffset = kBarriersOffset + 4 * 8 * kStages;
+constexpr int kSharedBytes = kRotationBarrierOffset + 8;
 constexpr int kSharedAlignment = 1024;  // the swizzle atoms' alignment
 // Registers a thread of each role keeps (setmaxnreg): the copying warpgroup needs few.
 constexpr int kConsumerRegisters = 232;
@@ -58,13 +61,10 @@ static_assert(2 * 128 * kConsumerRegisters + 128 * kProducerRegisters <= 65536,
               "the register file");
 
 static_assert(kRows == 2 * 64, "two warpgroups of 64 query rows");
-static_assert(kQueryBytes == kTileBytes, "a stage's keys hold the queries' low parts");
-// Named barriers beside 0 (__syncthreads) and 1 (the consumers' queries): the copying warp waits on
-// kRotationDone until both warpgroups have rotated their queries, which reads the first stages;
-// warpgroup w syncs on kWarpgroupBarrier + w before its rotated rows are read.
-constexpr int kRotationDoneBarrier = 2;
-constexpr int kRotationDoneThreads = kConsumerThreads + 32;
-constexpr int kWarpgroupBarrier = 3;
+static_assert(kQueryBytes == kTileBytes, "a stage's values hold the queries' low parts");
+// Named barriers beside 0 (__syncthreads) and 1 (the consumers' queries): warpgroup w syncs on
+// kWarpgroupBarrier + w before its rotated rows are read.
+constexpr int kWarpgroupBarrier = 2;
 
 // The key positions a block item reads in each format: the union over its rows (their boundaries
 // grow with their positions, so the first and last rows bound every row's ranges).
@@ -279,7 +279,7 @@ __device__ __forceinline__ void issue_values(float (&o)[64], const uint32_t (&p)
   wgmma::commit();
 }
 
-// R_K^T's bf16 high part into `high` and its low part into `low` (stage 0's keys and values), in
+// R_K^T's bf16 high part into `high` and its low part into `low` (stage 2's keys and values), in
 // the layout of a tile of 128 keys: the rotation's columns take the keys' place, S = Q R_K.
 __device__ void load_rotation(const AttentionArgs& a, int kv_head, std::byte* high,
                               std::byte* low) {
@@ -303,10 +303,11 @@ __device__ void load_rotation(const AttentionArgs& a, int kv_head, std::byte* hi
 
 // The warpgroup's 64 query rows times R_K: (Q_lo R_hi + Q_hi R_lo) + Q_hi R_hi, float32
 // accumulation (high and low parts hold the queries and R_K to about 2^-16), written over the
-// warpgroup's queries as bf16. The first stages are released to the copying warp as soon as the
-// products are done.
+// warpgroup's queries as bf16. Each warp arrives on `rotation_done` as soon as the products are
+// done: the copying thread then fills the stages that held their operands.
 __device__ void rotate_queries(uint32_t queries, uint32_t low_queries, uint32_t high, uint32_t low,
-                               std::byte* query_tile, int warpgroup, int warp, int lane) {
+                               uint32_t rotation_done, std::byte* query_tile, int warpgroup,
+                               int warp, int lane) {
   float r[64];
   wgmma::fence();
   issue_scores(r, low_queries, high);
@@ -314,8 +315,8 @@ __device__ void rotate_queries(uint32_t queries, uint32_t low_queries, uint32_t 
   issue_scores(r, queries, high, true);
   wgmma::wait<0>();
   wgmma::fence_operands(r);
-  asm volatile("bar.arrive %0, %1;\n" ::"n"(kRotationDoneBarrier), "n"(kRotationDoneThreads)
-               : "memory");
+  __syncwarp();
+  if (lane == 0) bulk::arrive(rotation_done);
   const int quad = lane % 4;
 #pragma unroll
   for (int b = 0; b < 16; ++b) {
@@ -411,14 +412,19 @@ struct SharedStages {
   // Every consumer warp has read the stage's keys (values).
   __device__ uint32_t keys_empty(int stage) const { return barrier(2, stage); }
   __device__ uint32_t values_empty(int stage) const { return barrier(3, stage); }
+  __device__ uint32_t rotation_done() const { return base + uint32_t(kRotationBarrierOffset); }
 };
 
 // The copying thread: each job's keys, then its values, into the next stage of their rings once
-// the consumers have released it. A job's pages are looked up before the waits.
+// the consumers have released it. A job's pages are looked up before the waits. While the
+// consumers rotate their queries (`rotating`), stage 1's values and stage 2 hold the products'
+// operands: the first tile and the second's keys are copied meanwhile, the rest after.
 template <int BoxRows>
 __device__ void copy_jobs(const AttentionArgs& args, const CUtensorMap* full_map,
                           const CUtensorMap* scratch_map, const BlockItem& item,
-                          const ItemBounds& bounds, int kv_head, SharedStages stages) {
+                          const ItemBounds& bounds, int kv_head, SharedStages stages,
+                          bool rotating) {
+  static_assert(kStages == 3, "the rotation's operands lie in stage 1's values and stage 2");
   const int value_rows = int(args.layout.num_kv_heads * args.layout.page_size_tokens);
   int stage = 0, round = 0;
   for (Job job = first_job(bounds); job.tile < bounds.key_end; job = next_job(bounds, job)) {
@@ -427,6 +433,7 @@ __device__ void copy_jobs(const AttentionArgs& args, const CUtensorMap* full_map
     if (round > 0) bulk::wait(stages.keys_empty(stage), uint32_t(round - 1) & 1u);
     copy_tile(map, boxes, 0, stages.keys(stage), stages.keys_full(stage));
     if (round > 0) bulk::wait(stages.values_empty(stage), uint32_t(round - 1) & 1u);
+    if (rotating && round == 0 && stage == 1) bulk::wait(stages.rotation_done(), 0u);
     copy_tile(map, boxes, value_rows, stages.values(stage), stages.values_full(stage));
     if (++stage == kStages) {
       stage = 0;
@@ -483,16 +490,20 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
   const RowBounds rows[2] = {row_bounds(args, item, row0), row_bounds(args, item, row0 + 8)};
   const uint32_t warpgroup_rows = uint32_t(warpgroup * 2 * kQueryHalfBytes);
   const uint32_t queries = stages.base + warpgroup_rows;
-  // With a rotation the queries' low parts, R_K^T's high and low parts go to stage 1's keys and
-  // stage 0's keys and values until the queries are rotated.
+  // With a rotation the queries' low parts, R_K^T's high and low parts go to stage 1's values and
+  // stage 2's keys and values until the queries are rotated (copy_jobs waits for them).
   const bool rotating = args.query_rotation_tiles != nullptr;
-  load_queries(args, item, kv_head, shared, rotating ? shared + kKeysOffset + kTileBytes : nullptr);
-  if (rotating) load_rotation(args, kv_head, shared + kKeysOffset, shared + kValuesOffset);
+  load_queries(args, item, kv_head, shared,
+               rotating ? shared + kValuesOffset + kTileBytes : nullptr);
+  if (rotating) {
+    load_rotation(args, kv_head, shared + kKeysOffset + 2 * kTileBytes,
+                  shared + kValuesOffset + 2 * kTileBytes);
+  }
   bulk::fence_proxy_async();
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");  // every consumer's queries
   if (rotating) {
-    rotate_queries(queries, stages.keys(1) + warpgroup_rows, stages.keys(0), stages.values(0),
-                   shared + warpgroup_rows, warpgroup, warp, lane);
+    rotate_queries(queries, stages.values(1) + warpgroup_rows, stages.keys(2), stages.values(2),
+                   stages.rotation_done(), shared + warpgroup_rows, warpgroup, warp, lane);
   }
 
   float s[64], o[64];
@@ -607,6 +618,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       bulk::init_barrier(stages.keys_empty(stage), kConsumerThreads / 32);
       bulk::init_barrier(stages.values_empty(stage), kConsumerThreads / 32);
     }
+    bulk::init_barrier(stages.rotation_done(), kConsumerThreads / 32);
     bulk::fence_barrier_init();
   }
   bulk::fence_proxy_async();
@@ -614,14 +626,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x >= kConsumerThreads) {
     bulk::release_registers<kProducerRegisters>();
-    if (threadIdx.x < kRotationDoneThreads) {
-      if (args.query_rotation_tiles != nullptr) {
-        asm volatile("bar.sync %0, %1;\n" ::"n"(kRotationDoneBarrier), "n"(kRotationDoneThreads)
-                     : "memory");
-      }
-      if (threadIdx.x == kConsumerThreads) {
-        copy_jobs<BoxRows>(args, &full_map, &scratch_map, item, bounds, kv_head, stages);
-      }
+    if (threadIdx.x == kConsumerThreads) {
+      copy_jobs<BoxRows>(args, &full_map, &scratch_map, item, bounds, kv_head, stages,
+                         args.query_rotation_tiles != nullptr);
     }
   } else {
     bulk::claim_registers<kConsumerRegisters>();
