@@ -18,10 +18,10 @@
 #                 (carry .device) built as this tree with its files put back, then oscar bench prefill
 #                 of it and of this tree in turn, twice (PREFILL_MODEL, PREFILL_KV, PREFILL_REPEATS as
 #                 above; PREFILL_LENS default 4096,8192,32768), JSON prefill-{base,new}-{1,2}.json
-#   chunk-ab:     oscar bench prefill with the default chunk and with CHUNK_AB (8448: a multiple of 64
-#                 per multiprocessor of an H100/H200, so that a chunk's attention blocks fill whole
-#                 waves) in turn, twice, PREFILL_LENS (default 32768,100000), PREFILL_KV as above,
-#                 one timed run each, JSON prefill-chunk-{default,CHUNK_AB}-{1,2}.json
+#   chunk-ab:     oscar bench prefill with the default chunk (8448, whole waves of attention blocks)
+#                 and with CHUNK_AB (default 8192, the default before it) in turn, twice,
+#                 PREFILL_LENS (default 32768,100000), PREFILL_KV as above, one timed run each,
+#                 JSON prefill-chunk-{default,CHUNK_AB}-{1,2}.json
 #   serve-32k:    oscar bench serve, 32 prompts of 32K tokens, 512 out, bf16 against INT2 OSCAR, on a
 #                 random Qwen3-8B checkpoint written by bench/random_checkpoint.py and calibrated here
 set -uo pipefail
@@ -125,7 +125,7 @@ for stage in "$@"; do
       done ;;
     chunk-ab)
       for round in 1 2; do
-        for chunk in default "${CHUNK_AB:-8448}"; do
+        for chunk in default "${CHUNK_AB:-8192}"; do
           echo "round $round, chunk $chunk"
           flags=()
           [[ $chunk != default ]] && flags=(--chunk-tokens "$chunk")

@@ -15,6 +15,7 @@
 #include "cli/bench_attention_inputs.h"
 #include "cli/bench_gpu_common.h"
 #include "cli/commands.h"
+#include "engine/scheduler.h"
 #include "util/error.h"
 
 #ifdef OSCAR_HAVE_CUDA
@@ -38,7 +39,7 @@ namespace {
 struct BenchPrefillAttentionOptions {
   std::string model = "qwen3-8b";
   std::string prompt_lens = "8192,32768,65536,131072";
-  int64_t chunk_tokens = 8192;
+  int64_t chunk_tokens = kGpuPrefillChunkTokens;
   int iterations = 3;
   std::string kv_dtypes = "bf16,int2";
   std::string scale_format = "q8";

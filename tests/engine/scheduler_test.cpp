@@ -91,6 +91,12 @@ TEST(Scheduler, DefaultsFollowTheDevice) {
   EXPECT_EQ(default_prefill_chunk_tokens(DeviceKind::cpu), 512);
   EXPECT_EQ(default_prefill_chunk_tokens(DeviceKind::cuda), kGpuPrefillChunkTokens);
   EXPECT_GE(kGpuPrefillChunkTokens, 4096);
+  // Whole pages, and whole waves of 128-row attention blocks on 132 multiprocessors for every
+  // even number of query heads (chunk x H_q / 128 blocks).
+  for (int64_t query_heads = 2; query_heads <= 128; query_heads += 2) {
+    EXPECT_EQ(kGpuPrefillChunkTokens * query_heads / 128 % 132, 0) << query_heads;
+  }
+  EXPECT_EQ(kGpuPrefillChunkTokens % 64, 0);
   // A GPU step holds a whole chunk beside a whole batch of decodes.
   EXPECT_EQ(default_max_step_tokens(DeviceKind::cuda, 8192, 64), 8192 + 64);
   // The CPU keeps its budget unless a chunk and the batch need more.
