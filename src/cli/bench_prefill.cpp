@@ -5,10 +5,11 @@
 // (bench_prefill_schedule.h), the last chunk returning the last token's logits. It reports the TTFT
 // (median of --repeats runs after a warm-up run), tokens/s, and from one more run with the
 // backend's phase timing (set_forward_phase_timing) the shares of the GPU time spent in attention
-// and in the linear layers and their TFLOP/s alone; the whole prefill's TFLOP/s are issue 40's
-// count over the TTFT (bench_prefill_rows.h). With -tp N the ranks are threads, one GPU each, as in
-// bench decode-step. bench/prefill_peer.py times transformers and torch's SDPA on the same
-// weights, which --weight-checksums lets it check.
+// and in the linear layers and their TFLOP/s alone (the JSON rows add the KV write's time and, of
+// it and of attention, the INT2 cache's quantization and dequantization); the whole prefill's
+// TFLOP/s are issue 40's count over the TTFT (bench_prefill_rows.h). With -tp N the ranks are
+// threads, one GPU each, as in bench decode-step. bench/prefill_peer.py times transformers and
+// torch's SDPA on the same weights, which --weight-checksums lets it check.
 // --decode-batch N puts one token of each of N other sequences, at --decode-context tokens of
 // noise-filled pages and growing by one a step, into every step of the prompt, as `oscar serve`
 // runs its decodes beside a chunk: the lone and the mixed rows compare what the decodes cost.
@@ -101,6 +102,8 @@ double prefill_seconds(Backend& backend, const std::vector<int32_t>& prompt,
                                phases->attention_ms += step_phases.attention_ms;
                                phases->kv_write_ms += step_phases.kv_write_ms;
                                phases->linear_ms += step_phases.linear_ms;
+                               phases->kv_quantize_ms += step_phases.kv_quantize_ms;
+                               phases->dequantize_ms += step_phases.dequantize_ms;
                              });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -134,6 +137,8 @@ PrefillTimes time_prefill(Backend& backend, int64_t prompt_tokens, const Schedul
   times.attention = phases.attention_ms / 1e3;
   times.linear = phases.linear_ms / 1e3;
   times.kv_write = phases.kv_write_ms / 1e3;
+  times.kv_quantize = phases.kv_quantize_ms / 1e3;
+  times.dequantize = phases.dequantize_ms / 1e3;
   return times;
 }
 

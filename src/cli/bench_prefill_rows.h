@@ -42,6 +42,8 @@ struct PrefillTimes {
   double attention = 0;
   double linear = 0;
   double kv_write = 0;
+  double kv_quantize = 0;  // of kv_write: error feedback, the band's copies
+  double dequantize = 0;   // of attention: quantized pages into the kernel's bf16 scratch
 };
 
 // What a row measured.

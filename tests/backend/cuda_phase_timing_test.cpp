@@ -50,6 +50,11 @@ TEST(CudaPhaseTiming, TimedPrefillPhasesLieWithinTheStepAndGraphsAreNotTimed) {
   EXPECT_GT(prefill.kv_write_ms, 0);
   EXPECT_GT(prefill.linear_ms, 0);
   EXPECT_LE(prefill.attention_ms + prefill.kv_write_ms + prefill.linear_ms, prefill.total_ms);
+  // The quantization of the tokens leaving the window is part of the KV write, the dequantization
+  // into scratch pages part of attention.
+  EXPECT_GT(prefill.kv_quantize_ms, 0);
+  EXPECT_LE(prefill.kv_quantize_ms, prefill.kv_write_ms);
+  EXPECT_LE(prefill.dequantize_ms, prefill.attention_ms);
 
   // Decode steps of one sequence are replayed from a CUDA graph: nothing is recorded in it.
   for (int i = 0; i < 3; ++i) {

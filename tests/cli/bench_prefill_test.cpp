@@ -46,6 +46,8 @@ TEST(BenchPrefill, RowsDivideTheWorkByEachPhasesTime) {
   times.attention = 0.4;
   times.linear = 1.0;
   times.kv_write = 0.1;
+  times.kv_quantize = 0.06;
+  times.dequantize = 0.03;
   const nlohmann::json row = prefill_row(config, key, times);
   const PrefillWork work = prefill_work(config, 16384, 2);
   EXPECT_EQ(row["device"], "GPU");
@@ -58,7 +60,9 @@ TEST(BenchPrefill, RowsDivideTheWorkByEachPhasesTime) {
   EXPECT_DOUBLE_EQ(row["tokens_per_s"].get<double>(), 8192);
   EXPECT_DOUBLE_EQ(row["attention_share"].get<double>(), 0.25);
   EXPECT_DOUBLE_EQ(row["linear_share"].get<double>(), 1.0 / 1.6);
-  EXPECT_NEAR(row["other_s"].get<double>(), 0.1, 1e-12);
+  EXPECT_NEAR(row["other_s"].get<double>(), 0.1, 1e-12);  // the parts are not subtracted again
+  EXPECT_DOUBLE_EQ(row["kv_quantize_s"].get<double>(), 0.06);
+  EXPECT_DOUBLE_EQ(row["dequantize_s"].get<double>(), 0.03);
   // Split over GPUs, the work stays the whole model's (the TFLOP/s of the GPUs together).
   EXPECT_DOUBLE_EQ(row["tflops"].get<double>(), work.total() / 2.0 / 1e12);
   EXPECT_DOUBLE_EQ(row["attention_tflops"].get<double>(), work.attention / 0.4 / 1e12);

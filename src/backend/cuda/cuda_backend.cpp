@@ -462,12 +462,14 @@ void CudaBackend::enqueue_gathered_logits(int64_t logit_rows) {
 
 void CudaBackend::enqueue_migration(int64_t first_layer, int64_t layers, const LaunchSizes& sizes) {
   if (!kv_.quantized()) return;
+  const int quantize = phases_.begin(ForwardPhase::kv_quantize, stream_);
   launch_kv_migrate(migration_args(first_layer, layers, false), sizes.migrate_bound,
                     sizes.key_groups, stream_);
   if (sizes.band_migrate_bound > 0) {
     launch_kv_migrate(migration_args(first_layer, layers, true), sizes.band_migrate_bound, 0,
                       stream_);
   }
+  phases_.end(quantize, stream_);
 }
 
 // The band's copies are quantized in its own format (KvCacheConfig::band_config): no clipping,
@@ -520,12 +522,14 @@ void CudaBackend::enqueue_attention(int64_t layer, const LaunchSizes& sizes) {
   args.q8_scales = q8_scales_.data();
   if (sizes.decode_items) launch_decode_attention(args, decode_grid_, stream_);
   if (sizes.block_items > 0 && plan_shape_.tensor_core_prefill) {
+    const int dequantize = phases_.begin(ForwardPhase::dequantize, stream_);
     launch_kv_dequantize(layout_, args.quantized_pages, step_.dequantize(),
                          int64_t(plan_.dequantize.size()), args.q8_scales, prefill_scratch_.data(),
                          stream_);
     launch_kv_dequantize(band_layout_, args.band_pages, step_.band_dequantize(),
                          int64_t(plan_.band_dequantize.size()), args.q8_scales,
                          prefill_scratch_.data(), stream_);
+    phases_.end(dequantize, stream_);
     args.scratch_pages = prefill_scratch_.data();
     const DeviceBuffer<__nv_bfloat16>& tiles = weights_.layers[size_t(layer)].query_rotation_tiles;
     args.prefill_queries = workspace_.qkv.data();

@@ -38,6 +38,11 @@ struct ForwardPhaseTimes {
   double kv_write_ms = 0;
   // The q|k|v, o, gate|up (+ SwiGLU) and down products; the LM head and its logits' copy.
   double linear_ms = 0;
+  // Parts of the above: of kv_write_ms, the quantization of the tokens leaving the window (error
+  // feedback, the band's copies); of attention_ms, the quantized and band pages dequantized into
+  // the prefill kernel's bf16 scratch pages.
+  double kv_quantize_ms = 0;
+  double dequantize_ms = 0;
 };
 
 // Benchmarks only: times the phases of each later forward of a CUDA backend (off by default, and

@@ -39,14 +39,14 @@ void PhaseTimer::record_stop(int interval, cudaStream_t stream) {
 }
 
 void PhaseTimer::finish() {
-  std::array<double, 4> sums{};  // by ForwardPhase, in ForwardPhaseTimes' order
+  std::array<double, 6> sums{};  // by ForwardPhase, in ForwardPhaseTimes' order
   for (size_t i = 0; i < used_; ++i) {
     float milliseconds = 0;
     check(cudaEventElapsedTime(&milliseconds, intervals_[i].start, intervals_[i].stop),
           "cudaEventElapsedTime(phase timer)");
     sums[size_t(intervals_[i].phase)] += milliseconds;
   }
-  times_ = {sums[0], sums[1], sums[2], sums[3]};
+  times_ = {sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]};
   used_ = 0;
   active_ = false;
 }

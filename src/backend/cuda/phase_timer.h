@@ -11,8 +11,9 @@
 
 namespace oscar::cuda {
 
-// In the order of ForwardPhaseTimes' fields.
-enum class ForwardPhase { total, attention, kv_write, linear };
+// In the order of ForwardPhaseTimes' fields. kv_quantize and dequantize are timed inside
+// kv_write's and attention's intervals: parts of them, not beside them.
+enum class ForwardPhase { total, attention, kv_write, linear, kv_quantize, dequantize };
 
 class PhaseTimer {
  public:
