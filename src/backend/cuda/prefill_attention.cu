@@ -5,13 +5,11 @@
 // of values (a key stage is free again once its scores are computed); each warpgroup's softmax of a
 // tile runs while the tensor cores weigh the values of the tile before.
 //
-// The decode rule (kvcache/kv_cache_config.h, as cpu_attention and the float kernel apply it): the
-// query at position t reads key j from its 2-bit copy iff sink <= j < band_begin(t + 1), from its
-// band copy iff band_begin(t + 1) <= j < quantized_end(t + 1), and in full precision iff j <= t and
-// (j < sink or j >= quantized_end(t + 1)). A tile is visited once per format some row reads from it
-// (a "job"); the 2-bit and band keys come from their bf16 copies (kv_dequantize.cu), so every job
-// reads bf16 pages. Scores are masked per element only where some (row, key) pair of the job is not
-// read in its format; elsewhere the whole tile is read.
+// Under the decode rule (kvcache/kv_cache_config.h, as cpu_attention and the float kernel apply
+// it), a tile is visited once per format some row reads from it (a "job", prefill_jobs.h); the
+// 2-bit and band keys come from their bf16 copies (kv_dequantize.cu), so every job reads bf16
+// pages. Scores are masked per element only where some (row, key) pair of the job is not read in
+// its format; elsewhere the whole tile is read.
 //
 // Queries come rotated by R_K like the stored keys (AttentionArgs::queries), or as the q|k|v rows
 // hold them (prefill_queries), rotated here: three bf16 products of the queries' and R_K's high
@@ -28,6 +26,7 @@
 #include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/page_tensor_map.h"
+#include "backend/cuda/prefill_jobs.h"
 #include "backend/cuda/warp_primitives.cuh"
 #include "backend/cuda/wgmma.cuh"
 
@@ -35,7 +34,7 @@ namespace oscar::cuda {
 namespace {
 
 constexpr int kRows = static_cast<int>(kTensorCoreBlockRows);
-constexpr int kKeys = 128;
+constexpr int kKeys = kPrefillTileKeys;
 constexpr int kConsumerThreads = 256;             // two warpgroups of 64 query rows
 constexpr int kThreads = kConsumerThreads + 128;  // and one that copies the tiles
 constexpr int kStages = 3;
@@ -65,75 +64,6 @@ static_assert(kQueryBytes == kTileBytes, "a stage's values hold the queries' low
 // Named barriers beside 0 (__syncthreads) and 1 (the consumers' queries): warpgroup w syncs on
 // kWarpgroupBarrier + w before its rotated rows are read.
 constexpr int kWarpgroupBarrier = 2;
-
-// The key positions a block item reads in each format: the union over its rows (their boundaries
-// grow with their positions, so the first and last rows bound every row's ranges).
-struct ItemBounds {
-  int key_begin, key_end;
-  int sink;
-  int first_position, last_position;
-  int first_quantized_end, last_quantized_end;
-  int first_band_begin, last_band_begin;
-  bool has_quantized, has_band;
-};
-
-struct Job {
-  int tile;  // first key position; >= key_end: no more jobs
-  KeyPages pages;
-};
-
-__device__ __forceinline__ bool job_needed(const ItemBounds& b, int tile, KeyPages pages) {
-  switch (pages) {
-    case KeyPages::quantized:
-      return b.has_quantized && tile + kKeys > b.sink && tile < b.last_band_begin;
-    case KeyPages::band:
-      return b.has_band && tile + kKeys > b.sink && tile + kKeys > b.first_band_begin &&
-             tile < b.last_quantized_end;
-    default:
-      return tile < b.sink || (tile + kKeys > b.first_quantized_end && tile <= b.last_position);
-  }
-}
-
-// The job after `job` (tiles in order, each tile's formats in KeyPages order).
-__device__ __forceinline__ Job next_job(const ItemBounds& b, Job job) {
-  int tile = job.tile, pages = int(job.pages);
-  while (true) {
-    if (++pages > int(KeyPages::band)) {
-      pages = 0;
-      tile += kKeys;
-    }
-    if (tile >= b.key_end || job_needed(b, tile, KeyPages(pages))) return {tile, KeyPages(pages)};
-  }
-}
-
-__device__ __forceinline__ Job first_job(const ItemBounds& b) {
-  const int tile = b.key_begin / kKeys * kKeys;
-  if (job_needed(b, tile, KeyPages::full)) return {tile, KeyPages::full};
-  return next_job(b, {tile, KeyPages::full});
-}
-
-// Whether every row of the item reads every key of the job's tile in the job's format.
-__device__ __forceinline__ bool job_is_whole(const ItemBounds& b, Job job) {
-  const int first = job.tile, last = job.tile + kKeys - 1;
-  if (first < b.key_begin || last >= b.key_end) return false;
-  switch (job.pages) {
-    case KeyPages::quantized:
-      return first >= b.sink && last < b.first_band_begin;
-    case KeyPages::band:
-      return first >= b.sink && first >= b.last_band_begin && last < b.first_quantized_end;
-    default:
-      return last <= b.first_position && (last < b.sink || first >= b.last_quantized_end);
-  }
-}
-
-// The decode rule for one (row, key) pair in one format.
-__device__ __forceinline__ bool reads(int key, int position, int quantized_end, int band_begin,
-                                      int sink, KeyPages pages) {
-  if (key > position) return false;
-  const bool quantized = key >= sink && key < quantized_end;
-  if (pages == KeyPages::full) return !quantized;
-  return quantized && (key >= band_begin) == (pages == KeyPages::band);
-}
 
 // A row of the block as the masks need it (position -1: a padding row, never written).
 struct RowBounds {
