@@ -96,14 +96,7 @@ double prefill_seconds(Backend& backend, const std::vector<int32_t>& prompt,
       prefill_beside_decodes(prompt, schedule, backend.kv_config(), pools, decodes,
                              [&](std::span<const SequenceStep> steps) {
                                backend.forward(steps, logits);
-                               if (phases == nullptr) return;
-                               const ForwardPhaseTimes step_phases = forward_phase_times(backend);
-                               phases->total_ms += step_phases.total_ms;
-                               phases->attention_ms += step_phases.attention_ms;
-                               phases->kv_write_ms += step_phases.kv_write_ms;
-                               phases->linear_ms += step_phases.linear_ms;
-                               phases->kv_quantize_ms += step_phases.kv_quantize_ms;
-                               phases->dequantize_ms += step_phases.dequantize_ms;
+                               if (phases != nullptr) *phases += forward_phase_times(backend);
                              });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

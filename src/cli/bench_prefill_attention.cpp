@@ -117,12 +117,9 @@ PrefillAttentionTiming time_prefill_attention(const ModelConfig& model, const Kv
   DeviceBuffer<__nv_bfloat16> rotation_tiles;
   if (rotating) {
     const KvRotations hadamard = hadamard_rotations(1, model.num_kv_heads, model.head_dim);
-    std::vector<float> rotations;
-    for (int64_t h = 0; h < model.num_kv_heads; ++h) {
-      const float* r = hadamard.key_rotation(0, h);
-      rotations.insert(rotations.end(), r, r + model.head_dim * model.head_dim);
-    }
-    upload(query_rotation_tiles(rotations, model.head_dim), rotation_tiles);
+    upload(
+        query_rotation_tiles(hadamard.layer_key_rotations(0, model.num_kv_heads), model.head_dim),
+        rotation_tiles);
   }
   DeviceBuffer<float> partials(
       size_t(partial_records * partial_record_floats(group, model.head_dim)));

@@ -82,6 +82,16 @@ float* KvRotations::value_rotation(int64_t layer, int64_t kv_head) {
   return value.data() + matrix_offset(*this, layer, kv_head);
 }
 
+std::vector<float> KvRotations::layer_key_rotations(int64_t layer, int64_t kv_heads) const {
+  std::vector<float> rotations;
+  rotations.reserve(size_t(kv_heads * head_dim * head_dim));
+  for (int64_t h = 0; h < kv_heads; ++h) {
+    const float* r = key_rotation(layer, h);
+    rotations.insert(rotations.end(), r, r + head_dim * head_dim);
+  }
+  return rotations;
+}
+
 KvRotations hadamard_rotations(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim) {
   const std::vector<double> h = hadamard_matrix(head_dim);
   KvRotations r;

@@ -35,6 +35,9 @@ struct KvRotations {
   const float* value_rotation(int64_t layer, int64_t kv_head) const;
   float* key_rotation(int64_t layer, int64_t kv_head);
   float* value_rotation(int64_t layer, int64_t kv_head);
+  // Layer `layer`'s key rotations of KV heads 0..kv_heads-1, [kv_heads][D][D] (a rotation shared
+  // by the layer's heads repeated; a rank's share of them when the heads are sharded).
+  std::vector<float> layer_key_rotations(int64_t layer, int64_t kv_heads) const;
 };
 
 inline constexpr const char* kRotationsFormatVersion = "1";

@@ -89,10 +89,8 @@ CpuBackend::CpuBackend(const ModelWeights& weights, const BackendOptions& option
       // touches only its rows of W_v and its group's columns of W_o, so the shard folds alone.
       fold_value_rotation(shard_, *shard_rotations_kept, int64_t(i), layer.v_proj.values.data(),
                           layer.o_proj.values.data());
-      for (int64_t h = 0; h < shard_.num_kv_heads; ++h) {
-        const float* r = shard_rotations_kept->key_rotation(int64_t(i), h);
-        layer.key_rotations.insert(layer.key_rotations.end(), r, r + d * d);
-      }
+      layer.key_rotations =
+          shard_rotations_kept->layer_key_rotations(int64_t(i), shard_.num_kv_heads);
     }
   }
   require(!(kv_.key_error_feedback || kv_.value_error_feedback) || rotations != nullptr,

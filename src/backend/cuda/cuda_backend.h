@@ -43,6 +43,16 @@ struct ForwardPhaseTimes {
   // the prefill kernel's bf16 scratch pages.
   double kv_quantize_ms = 0;
   double dequantize_ms = 0;
+
+  ForwardPhaseTimes& operator+=(const ForwardPhaseTimes& o) {
+    total_ms += o.total_ms;
+    attention_ms += o.attention_ms;
+    kv_write_ms += o.kv_write_ms;
+    linear_ms += o.linear_ms;
+    kv_quantize_ms += o.kv_quantize_ms;
+    dequantize_ms += o.dequantize_ms;
+    return *this;
+  }
 };
 
 // Benchmarks only: times the phases of each later forward of a CUDA backend (off by default, and

@@ -136,11 +136,8 @@ DeviceWeights upload_weights(const ModelWeights& weights, const KvRotations* rot
       Bf16Vector o;
       append_bf16(o_proj, o);
       upload(o, layer.o);
-      std::vector<float> key_rotations;
-      for (int64_t h = 0; h < shard.num_kv_heads; ++h) {
-        const float* r = shard_rotations_kept->key_rotation(int64_t(i), h);
-        key_rotations.insert(key_rotations.end(), r, r + d * d);
-      }
+      const std::vector<float> key_rotations =
+          shard_rotations_kept->layer_key_rotations(int64_t(i), shard.num_kv_heads);
       upload(key_rotations, layer.key_rotations);
       upload(query_rotation_tiles(key_rotations, d), layer.query_rotation_tiles);
     } else {
