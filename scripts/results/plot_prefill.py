@@ -10,8 +10,8 @@ import sys
 
 from svg_chart import LineChart
 
-OURS = ["prefill_qwen3-8b_h200_78af6b5.json"]
-PEER = "prefill_peer_qwen3-8b_h200_78af6b5.json"
+OURS = ["prefill_qwen3-8b_h200_fe365f5.json"]
+PEER = "prefill_peer_qwen3-8b_h200_fe365f5.json"
 SERIES = [("oscar, bf16 cache", "bf16", "#1f77b4"), ("oscar, INT2 cache", "int2", "#d62728")]
 
 
