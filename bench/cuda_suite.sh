@@ -3,7 +3,7 @@
 # compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
 # Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step] [linear]
 #                            [accuracy] [accuracy-cpu] [calibrate] [serve] [serve-32k] [prefill]
-#                            [base-prefill] [chunk-ab]
+#                            [base-prefill] [chunk-ab] [profile-prefill]
 #   tests:        the GPU tests; their failures and the summary are printed, the whole log is in logs.tgz
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
 #                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
@@ -22,6 +22,10 @@
 #                 and with CHUNK_AB (default 8192, the default before it) in turn, twice,
 #                 PREFILL_LENS (default 32768,100000), PREFILL_KV as above, one timed run each,
 #                 JSON prefill-chunk-{default,CHUNK_AB}-{1,2}.json
+#   profile-prefill: Nsight Compute on the prefill attention kernel's last chunk of a
+#                 PROFILE_TOKENS-token prompt (default 32768) in chunks of PROFILE_CHUNK (8448),
+#                 bf16 and INT2 (bench prefill-attention), the sections that say what bounds it, as
+#                 CSV: prefill_attention_ncu_{bf16,int2}.csv
 #   serve-32k:    oscar bench serve, 32 prompts of 32K tokens, 512 out, bf16 against INT2 OSCAR, on a
 #                 random Qwen3-8B checkpoint written by bench/random_checkpoint.py and calibrated here
 set -uo pipefail
@@ -146,6 +150,21 @@ for stage in "$@"; do
         stdbuf -oL ./build-gpu/src/cli/oscar bench serve --model "$checkpoint" --device cuda --kv-cache-dtype "$kv" \
           --kv-pool-fraction 0.75 --num-requests 32 --input-len 32768 --output-len 512 --len-jitter 0 \
           --json "$out/serve_32k_$kv.json" 2>&1 | tee "$logs/serve-32k-$kv.log"
+      done ;;
+    profile-prefill)
+      tokens=${PROFILE_TOKENS:-32768}
+      chunk=${PROFILE_CHUNK:-8448}
+      for kv in bf16 int2; do
+        # The first pass's last chunk: the launch after the prompt's other chunks.
+        ncu --clock-control none --kernel-name regex:prefill_attention_kernel \
+          --launch-skip $(((tokens + chunk - 1) / chunk - 1)) --launch-count 1 \
+          --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+          --section SchedulerStats --section WarpStateStats --section Occupancy -f -o "$logs/ncu-$kv" \
+          ./build-gpu/src/cli/oscar bench prefill-attention --prompt-lens "$tokens" --chunk-tokens "$chunk" \
+          --kv-dtypes "$kv" --iterations 1 >"$logs/ncu-$kv.log" 2>&1
+        echo "ncu $kv exit $?"
+        ncu --import "$logs/ncu-$kv.ncu-rep" --csv --page details >"$out/prefill_attention_ncu_$kv.csv" ||
+          tail -5 "$logs/ncu-$kv.log"
       done ;;
     calibrate)
       stdbuf -oL ./build-gpu/src/cli/oscar bench calibrate --model qwen3-8b --device cuda --json "$out/calibrate.json" 2>&1 | tee "$logs/calibrate.log" ;;
