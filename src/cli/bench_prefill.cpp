@@ -6,10 +6,11 @@
 // (median of --repeats runs after a warm-up run), tokens/s, and from one more run with the
 // backend's phase timing (set_forward_phase_timing) the shares of the GPU time spent in attention
 // and in the linear layers and their TFLOP/s alone (the JSON rows add the KV write's time and, of
-// it and of attention, the INT2 cache's quantization and dequantization); the whole prefill's
-// TFLOP/s are issue 40's count over the TTFT (bench_prefill_rows.h). With -tp N the ranks are
-// threads, one GPU each, as in bench decode-step. bench/prefill_peer.py times transformers and
-// torch's SDPA on the same weights, which --weight-checksums lets it check.
+// it and of attention, the INT2 cache's quantization and dequantization, each timed run's wall
+// time, and the phase-timed run's own); the whole prefill's TFLOP/s are issue 40's count over the
+// TTFT (bench_prefill_rows.h). With -tp N the ranks are threads, one GPU each, as in bench
+// decode-step. bench/prefill_peer.py times transformers and torch's SDPA on the same weights, which
+// --weight-checksums lets it check.
 // --decode-batch N puts one token of each of N other sequences, at --decode-context tokens of
 // noise-filled pages and growing by one a step, into every step of the prompt, as `oscar serve`
 // runs its decodes beside a chunk: the lone and the mixed rows compare what the decodes cost.
@@ -123,9 +124,10 @@ PrefillTimes time_prefill(Backend& backend, int64_t prompt_tokens, const Schedul
   for (int r = 0; r < repeats; ++r)
     seconds.push_back(prefill_seconds(backend, prompt, schedule, decodes, nullptr, chunks));
   ForwardPhaseTimes phases;
-  prefill_seconds(backend, prompt, schedule, decodes, &phases, chunks);
   PrefillTimes times;
+  times.phase_run = prefill_seconds(backend, prompt, schedule, decodes, &phases, chunks);
   times.ttft = median(seconds);
+  times.runs = seconds;
   times.gpu = phases.total_ms / 1e3;
   times.attention = phases.attention_ms / 1e3;
   times.linear = phases.linear_ms / 1e3;

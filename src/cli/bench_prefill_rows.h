@@ -3,6 +3,7 @@
 // work of prefilling L tokens by issue 40's count, and a result row from the times measured.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +39,10 @@ PrefillWork prefill_work(const ModelConfig& config, int64_t prompt_tokens, int64
 // of one run's steps and their phases (ForwardPhaseTimes summed over its chunks).
 struct PrefillTimes {
   double ttft = 0;  // the first chunk's forward called to the last chunk's logits on the host
+  std::vector<double> runs;  // each untimed run's wall time, whose median is ttft
+  // The wall time of the run whose phases are timed: against gpu, the host's share of that run,
+  // where against ttft it would mix in how runs differ.
+  double phase_run = 0;
   double gpu = 0;
   double attention = 0;
   double linear = 0;

@@ -42,6 +42,8 @@ TEST(BenchPrefill, RowsDivideTheWorkByEachPhasesTime) {
   const PrefillRowKey key{"GPU", "qwen3-8b", kv, 16384, 8192, 2, 3, 2};
   PrefillTimes times;
   times.ttft = 2.0;
+  times.runs = {2.1, 2.0, 1.9};
+  times.phase_run = 1.7;
   times.gpu = 1.6;
   times.attention = 0.4;
   times.linear = 1.0;
@@ -63,6 +65,8 @@ TEST(BenchPrefill, RowsDivideTheWorkByEachPhasesTime) {
   EXPECT_NEAR(row["other_s"].get<double>(), 0.1, 1e-12);  // the parts are not subtracted again
   EXPECT_DOUBLE_EQ(row["kv_quantize_s"].get<double>(), 0.06);
   EXPECT_DOUBLE_EQ(row["dequantize_s"].get<double>(), 0.03);
+  EXPECT_EQ(row["ttft_runs_s"].get<std::vector<double>>(), times.runs);
+  EXPECT_DOUBLE_EQ(row["phase_run_s"].get<double>(), 1.7);
   // Split over GPUs, the work stays the whole model's (the TFLOP/s of the GPUs together).
   EXPECT_DOUBLE_EQ(row["tflops"].get<double>(), work.total() / 2.0 / 1e12);
   EXPECT_DOUBLE_EQ(row["attention_tflops"].get<double>(), work.attention / 0.4 / 1e12);
