@@ -13,7 +13,8 @@
 #   prefill:      oscar bench prefill and bench/prefill_peer.py (transformers, torch SDPA) on the same
 #                 random weights, their checksums compared first: PREFILL_MODEL (qwen3-8b) at
 #                 PREFILL_LENS (4K-128K), PREFILL_KV (bf16,int2), PREFILL_REPEATS (3) and, when set,
-#                 PREFILL_CHUNK (--chunk-tokens; default the engine's GPU chunk)
+#                 PREFILL_CHUNK (--chunk-tokens; default the engine's GPU chunk); prefill_clocks.csv:
+#                 the SM clock and power every 100 ms, against the logs' time-stamped lines
 #   base-prefill: a before/after in one call: the commit staged here by scripts/device/stage-base.sh
 #                 (carry .device) built as this tree with its files put back, then oscar bench prefill
 #                 of it and of this tree in turn, twice (PREFILL_MODEL, PREFILL_KV, PREFILL_REPEATS as
@@ -40,6 +41,10 @@ if [[ " $* " =~ \ (tests|sanitize|kernels)\  ]]; then
 fi
 cmake --build build-gpu -j16 --target oscar >"$logs/build-oscar.log" 2>&1 || { echo "oscar did not build:"; grep -A3 error "$logs/build-oscar.log" | head -20; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$logs/device.txt"
+# Each line prefixed with the wall-clock time, as nvidia-smi's samples are.
+stamp_lines() {
+  while IFS= read -r line; do printf '%s %s\n' "$(date '+%Y/%m/%d %H:%M:%S.%3N')" "$line"; done
+}
 for stage in "$@"; do
   case $stage in
     tests)
@@ -93,12 +98,19 @@ for stage in "$@"; do
       repeats=${PREFILL_REPEATS:-3}
       ./build-gpu/src/cli/oscar bench prefill --model "$model" --weight-checksums "$logs/prefill-weights-$model.json" \
         >"$logs/prefill-weights.log" 2>&1 || tail -5 "$logs/prefill-weights.log"
+      # The SM clock and power every 100 ms beside both programs' output lines, stamped with the
+      # time: whether a phase ran slower inside the whole prompt than alone because the clocks
+      # dropped.
+      nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
+        --format=csv,nounits -lms 100 >"$out/prefill_clocks.csv" 2>/dev/null &
+      sampler=$!
       stdbuf -oL ./build-gpu/src/cli/oscar bench prefill --model "$model" --prompt-lens "$lens" \
         --kv-dtypes "${PREFILL_KV:-bf16,int2}" --repeats "$repeats" ${PREFILL_CHUNK:+--chunk-tokens "$PREFILL_CHUNK"} \
-        --json "$out/prefill-$model.json" 2>&1 | tee "$logs/prefill.log"
+        --json "$out/prefill-$model.json" 2>&1 | stamp_lines | tee "$logs/prefill.log"
       PYTHONUNBUFFERED=1 python3 bench/prefill_peer.py --model "$model" --prompt-lens "$lens" --repeats "$repeats" \
         --oscar-checksums "$logs/prefill-weights-$model.json" --json "$out/prefill_peer-$model.json" 2>&1 \
-        | tee "$logs/prefill_peer.log" ;;
+        | stamp_lines | tee "$logs/prefill_peer.log"
+      kill "$sampler" ;;
     base-prefill)
       if [[ ! -f .device/base/source-version.txt ]]; then
         echo "base-prefill: no .device/base: run scripts/device/stage-base.sh BASE here and carry .device"
