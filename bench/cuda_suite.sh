@@ -3,7 +3,7 @@
 # compute-sanitizer on a subset, and the GPU benchmarks, writing logs and JSON under $OUT.
 # Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step] [linear]
 #                            [accuracy] [accuracy-cpu] [calibrate] [serve] [serve-32k] [prefill]
-#                            [base-prefill] [chunk-ab] [profile-prefill]
+#                            [base-prefill] [chunk-ab] [prefill-attention] [profile-prefill]
 #   tests:        the GPU tests; their failures and the summary are printed, the whole log is in logs.tgz
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
 #                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
@@ -14,7 +14,7 @@
 #                 random weights, their checksums compared first: PREFILL_MODEL (qwen3-8b) at
 #                 PREFILL_LENS (4K-128K), PREFILL_KV (bf16,int2), PREFILL_REPEATS (3) and, when set,
 #                 PREFILL_CHUNK (--chunk-tokens; default the engine's GPU chunk); prefill_clocks.csv:
-#                 the SM clock and power every 100 ms, against the logs' time-stamped lines
+#                 the clocks and power every 100 ms (sample_clocks), against the time-stamped lines
 #   base-prefill: a before/after in one call: the commit staged here by scripts/device/stage-base.sh
 #                 (carry .device) built as this tree with its files put back, then oscar bench prefill
 #                 of it and of this tree in turn, twice (PREFILL_MODEL, PREFILL_KV, PREFILL_REPEATS as
@@ -23,6 +23,8 @@
 #                 and with CHUNK_AB (default 8192, the default before it) in turn, twice,
 #                 PREFILL_LENS (default 32768,100000), PREFILL_KV as above, one timed run each,
 #                 JSON prefill-chunk-{default,CHUNK_AB}-{1,2}.json
+#   prefill-attention: oscar bench prefill-attention at ATTENTION_LENS (8K, 32K, 128K), bf16 and
+#                 INT2, prefill_attention.json, and the clocks as for prefill
 #   profile-prefill: Nsight Compute on the prefill attention kernel's last chunk of a
 #                 PROFILE_TOKENS-token prompt (default 32768) in chunks of PROFILE_CHUNK (8448),
 #                 bf16 and INT2 (bench prefill-attention), the sections that say what bounds it, as
@@ -44,6 +46,13 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 # Each line prefixed with the wall-clock time, as nvidia-smi's samples are.
 stamp_lines() {
   while IFS= read -r line; do printf '%s %s\n' "$(date '+%Y/%m/%d %H:%M:%S.%3N')" "$line"; done
+}
+# The SM and memory clocks, power and temperature every 100 ms into FILE, in the background until
+# `kill "$sampler"`; read against lines stamped by stamp_lines.
+sample_clocks() {
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
+    --format=csv,nounits -lms 100 >"$1" 2>/dev/null &
+  sampler=$!
 }
 for stage in "$@"; do
   case $stage in
@@ -98,12 +107,8 @@ for stage in "$@"; do
       repeats=${PREFILL_REPEATS:-3}
       ./build-gpu/src/cli/oscar bench prefill --model "$model" --weight-checksums "$logs/prefill-weights-$model.json" \
         >"$logs/prefill-weights.log" 2>&1 || tail -5 "$logs/prefill-weights.log"
-      # The SM clock and power every 100 ms beside both programs' output lines, stamped with the
-      # time: whether a phase ran slower inside the whole prompt than alone because the clocks
-      # dropped.
-      nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
-        --format=csv,nounits -lms 100 >"$out/prefill_clocks.csv" 2>/dev/null &
-      sampler=$!
+      # Whether a phase ran slower inside the whole prompt than alone because the clocks dropped.
+      sample_clocks "$out/prefill_clocks.csv"
       stdbuf -oL ./build-gpu/src/cli/oscar bench prefill --model "$model" --prompt-lens "$lens" \
         --kv-dtypes "${PREFILL_KV:-bf16,int2}" --repeats "$repeats" ${PREFILL_CHUNK:+--chunk-tokens "$PREFILL_CHUNK"} \
         --json "$out/prefill-$model.json" 2>&1 | stamp_lines | tee "$logs/prefill.log"
@@ -163,6 +168,12 @@ for stage in "$@"; do
           --kv-pool-fraction 0.75 --num-requests 32 --input-len 32768 --output-len 512 --len-jitter 0 \
           --json "$out/serve_32k_$kv.json" 2>&1 | tee "$logs/serve-32k-$kv.log"
       done ;;
+    prefill-attention)
+      sample_clocks "$out/prefill_attention_clocks.csv"
+      stdbuf -oL ./build-gpu/src/cli/oscar bench prefill-attention \
+        --prompt-lens "${ATTENTION_LENS:-8192,32768,131072}" --iterations 2 \
+        --json "$out/prefill_attention.json" 2>&1 | stamp_lines | tee "$logs/prefill_attention.log"
+      kill "$sampler" ;;
     profile-prefill)
       tokens=${PROFILE_TOKENS:-32768}
       chunk=${PROFILE_CHUNK:-8448}
