@@ -1,11 +1,9 @@
 #pragma once
 // Owning buffers of device memory (cudaMalloc, never managed memory) and of pinned host memory
 // (for asynchronous copies), sized in elements of T.
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -56,23 +54,15 @@ class DeviceBuffer {
   size_t count_ = 0;
 };
 
-// `host` copied into `device`, resized to hold it (kept where the size is the same).
-template <typename T>
-void upload(const std::vector<T>& host, DeviceBuffer<T>& device) {
+// `host` copied into `device`, resized to hold it (kept where the size is the same). The host
+// elements may be the device type's bit images of the same size: bf16 as uint16_t (util/half.h).
+template <typename Host, typename T>
+void upload(const std::vector<Host>& host, DeviceBuffer<T>& device) {
+  static_assert(sizeof(Host) == sizeof(T), "host elements are the device elements' bytes");
   device.resize(host.size());
   if (!host.empty()) {
     check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
           "cudaMemcpy(host to device)");
-  }
-}
-
-// bf16 values given as their bits (util/half.h) copied into `device`, resized to hold them.
-inline void upload(const std::vector<uint16_t>& host, DeviceBuffer<__nv_bfloat16>& device) {
-  device.resize(host.size());
-  if (!host.empty()) {
-    check(cudaMemcpy(device.data(), host.data(), host.size() * sizeof(uint16_t),
-                     cudaMemcpyHostToDevice),
-          "cudaMemcpy(bf16 host to device)");
   }
 }
 
