@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dequantize_chunks.h"
 #include "backend/cuda/device_codec.cuh"
 #include "backend/cuda/prefill_attention.h"
 #include "backend/cuda/warp_primitives.cuh"
@@ -15,43 +16,36 @@
 namespace oscar::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kChunkChannels = 8;
-
-__global__ void __launch_bounds__(kThreads)
+// Blocks of one task (page) after another (dequantize_chunks.h), each thread 8 channels of a row.
+template <int Bits>
+__global__ void __launch_bounds__(kDequantizeThreads)
     kv_dequantize_kernel(const PageLayout layout, const std::byte* quantized_pages,
                          const DequantizeTask* tasks, const float* q8_scales,
-                         std::byte* scratch_pages, int64_t chunks_per_page) {
-  const int64_t index = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  const int64_t task_index = index / chunks_per_page;
-  const int64_t within = index % chunks_per_page;
-  const int chunks_per_row = int(layout.head_dim) / kChunkChannels;
-  const int chunk = int(within % chunks_per_row);
-  const int64_t row = within / chunks_per_row;  // [key | value][kv_head][slot]
-  const int slot = int(row % layout.page_size_tokens);
-  const int kv_head = int((row / layout.page_size_tokens) % layout.num_kv_heads);
-  const bool value = row / (layout.page_size_tokens * layout.num_kv_heads) == 1;
-  const DequantizeTask task = tasks[task_index];
-  std::byte* out =
-      scratch_pages + int64_t(task.scratch) * layout.full_page_bytes +
-      (value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot)) +
-      chunk * kChunkChannels * 2;
+                         std::byte* scratch_pages, int blocks_per_task) {
+  const DequantizeChunk c =
+      dequantize_chunk(int(blockIdx.x), int(threadIdx.x), blocks_per_task, int(layout.head_dim),
+                       int(layout.page_size_tokens), int(layout.num_kv_heads));
+  const DequantizeTask task = tasks[c.task];
+  std::byte* out = scratch_pages + int64_t(task.scratch) * layout.full_page_bytes +
+                   (c.value ? layout.full_value_offset(c.kv_head, c.slot)
+                            : layout.full_key_offset(c.kv_head, c.slot)) +
+                   c.chunk * kDequantizeChunkChannels * 2;
   uint32_t packed[4] = {0, 0, 0, 0};
-  if (slot >= task.slot_begin && slot < task.slot_end) {
+  if (c.slot >= task.slot_begin && c.slot < task.slot_end) {
     const auto* page = reinterpret_cast<const uint8_t*>(
         quantized_pages + int64_t(task.source) * layout.quantized_page_bytes);
-    const uint8_t* codes =
-        page + (value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
-    const int first = chunk * kChunkChannels;
-    const int group = first / int(layout.group_size);
+    const uint8_t* codes = page + (c.value ? layout.value_codes(c.kv_head, c.slot)
+                                           : layout.key_codes(c.kv_head, c.slot));
+    const uint32_t word = reinterpret_cast<const typename ChunkCodes<Bits>::Word*>(codes)[c.chunk];
+    const int group = c.chunk * kDequantizeChunkChannels / int(layout.group_size);
     const DeviceParams params =
-        load_params(page + (value ? layout.value_params(kv_head, slot, group)
-                                  : layout.key_params(kv_head, slot, group)),
+        load_params(page + (c.value ? layout.value_params(c.kv_head, c.slot, group)
+                                    : layout.key_params(c.kv_head, c.slot, group)),
                     layout.param_format, q8_scales);
-    float x[kChunkChannels];
+    float x[kDequantizeChunkChannels];
 #pragma unroll
-    for (int i = 0; i < kChunkChannels; ++i) {
-      x[i] = float(code_at(codes, first + i, layout.bits)) * params.scale + params.zero;
+    for (int i = 0; i < kDequantizeChunkChannels; ++i) {
+      x[i] = float(chunk_code<Bits>(word, i)) * params.scale + params.zero;
     }
 #pragma unroll
     for (int i = 0; i < 4; ++i) packed[i] = pack_bf16x2(x[2 * i], x[2 * i + 1]);
@@ -65,16 +59,21 @@ void launch_kv_dequantize(const PageLayout& layout, const std::byte* quantized_p
                           const DequantizeTask* tasks, int64_t task_count, const float* q8_scales,
                           std::byte* scratch_pages, cudaStream_t stream) {
   if (task_count == 0) return;
-  const int64_t chunks_per_page =
-      2 * layout.num_kv_heads * layout.page_size_tokens * layout.head_dim / kChunkChannels;
-  const int64_t blocks = task_count * chunks_per_page / kThreads;
+  const int64_t chunks_per_page = 2 * layout.num_kv_heads * layout.page_size_tokens *
+                                  layout.head_dim / kDequantizeChunkChannels;
+  const int64_t blocks_per_task = chunks_per_page / kDequantizeThreads;
   require_launch(!layout.keys_per_channel,
                  "kv_dequantize: keys quantized per channel are read by the float kernel");
-  require_launch(chunks_per_page % kThreads == 0 && blocks <= INT32_MAX,
+  require_launch(layout.bits == 2 || layout.bits == 4,
+                 "kv_dequantize: " + std::to_string(layout.bits) + "-bit codes (supported: 2, 4)");
+  require_launch(layout.head_dim % kDequantizeChunkChannels == 0 &&
+                     chunks_per_page % kDequantizeThreads == 0 &&
+                     task_count * blocks_per_task <= INT32_MAX,
                  "kv_dequantize: " + std::to_string(task_count) + " tasks of " +
                      std::to_string(chunks_per_page) + " chunks are not a launch of whole blocks");
-  kv_dequantize_kernel<<<int(blocks), kThreads, 0, stream>>>(
-      layout, quantized_pages, tasks, q8_scales, scratch_pages, chunks_per_page);
+  const auto kernel = layout.bits == 2 ? kv_dequantize_kernel<2> : kv_dequantize_kernel<4>;
+  kernel<<<int(task_count * blocks_per_task), kDequantizeThreads, 0, stream>>>(
+      layout, quantized_pages, tasks, q8_scales, scratch_pages, int(blocks_per_task));
   check_launch("kv_dequantize_kernel");
 }
 
