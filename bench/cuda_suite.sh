@@ -28,7 +28,8 @@
 #   profile-prefill: Nsight Compute on the prefill attention kernel's last chunk of a
 #                 PROFILE_TOKENS-token prompt (default 32768) in chunks of PROFILE_CHUNK (8448),
 #                 bf16 and INT2 (bench prefill-attention), the sections that say what bounds it, as
-#                 CSV: prefill_attention_ncu_{bf16,int2}.csv
+#                 CSV: prefill_attention_ncu_{bf16,int2}.csv, and every metric collected (the stall
+#                 reasons among them) in prefill_attention_ncu_raw_{bf16,int2}.csv
 #   serve-32k:    oscar bench serve, 32 prompts of 32K tokens, 512 out, bf16 against INT2 OSCAR, on a
 #                 random Qwen3-8B checkpoint written by bench/random_checkpoint.py and calibrated here
 set -uo pipefail
@@ -188,6 +189,8 @@ for stage in "$@"; do
         echo "ncu $kv exit $?"
         ncu --import "$logs/ncu-$kv.ncu-rep" --csv --page details >"$out/prefill_attention_ncu_$kv.csv" ||
           tail -5 "$logs/ncu-$kv.log"
+        # Every metric collected, among them the warp stall reasons the details page only summarizes.
+        ncu --import "$logs/ncu-$kv.ncu-rep" --csv --page raw >"$out/prefill_attention_ncu_raw_$kv.csv"
       done ;;
     calibrate)
       stdbuf -oL ./build-gpu/src/cli/oscar bench calibrate --model qwen3-8b --device cuda --json "$out/calibrate.json" 2>&1 | tee "$logs/calibrate.log" ;;
