@@ -126,7 +126,6 @@ PrefillTimes time_prefill(Backend& backend, int64_t prompt_tokens, const Schedul
   ForwardPhaseTimes phases;
   PrefillTimes times;
   times.phase_run = prefill_seconds(backend, prompt, schedule, decodes, &phases, chunks);
-  times.ttft = median(seconds);
   times.runs = seconds;
   times.gpu = phases.total_ms / 1e3;
   times.attention = phases.attention_ms / 1e3;

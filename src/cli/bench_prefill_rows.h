@@ -9,6 +9,7 @@
 
 #include "kvcache/kv_cache_config.h"
 #include "model/model_config.h"
+#include "util/statistics.h"
 
 namespace oscar::cli {
 
@@ -35,11 +36,13 @@ struct PrefillWork {
 };
 PrefillWork prefill_work(const ModelConfig& config, int64_t prompt_tokens, int64_t logit_rows);
 
-// A prompt's prefill times in seconds: the wall time (median of the untimed runs), and the GPU time
-// of one run's steps and their phases (ForwardPhaseTimes summed over its chunks).
+// A prompt's prefill times in seconds: the wall time of the runs without phase timing (their
+// median is the TTFT), and the GPU time of one more run's steps and their phases
+// (ForwardPhaseTimes summed over its chunks).
 struct PrefillTimes {
-  double ttft = 0;  // the first chunk's forward called to the last chunk's logits on the host
-  std::vector<double> runs;  // each untimed run's wall time, whose median is ttft
+  // Each run's first chunk's forward called to its last chunk's logits on the host.
+  std::vector<double> runs;
+  double ttft() const { return median(runs); }
   // The wall time of the run whose phases are timed: against gpu, the host's share of that run,
   // where against ttft it would mix in how runs differ.
   double phase_run = 0;
