@@ -481,7 +481,9 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
     wgmma::fence_operands(s);
     if (lane == 0) bulk::arrive(stages.keys_empty(stage));
     softmax_tile(s, bounds, job, rows, quad, row_max, row_sum, correction);
-    wgmma::wait<0>();
+    // Sums of weights are never negative. A plain wait would run before the softmax, which would
+    // then wait for P V instead of running under it.
+    wgmma::wait_after<0>(row_sum[0]);
     wgmma::fence_operands(o);
     fence_weights(p);
     if (lane == 0) bulk::arrive(stages.values_empty(previous_stage));
