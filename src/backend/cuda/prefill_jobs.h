@@ -7,6 +7,8 @@
 // 1)). Host and device code, so that the host tests replay a block's jobs against the rule.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "backend/cuda/step_work.h"
 
 namespace oscar::cuda {
@@ -102,29 +104,28 @@ struct RowKeys {
 __host__ __device__ __forceinline__ RowKeys row_keys(const ItemBounds& b, int position,
                                                      int quantized_end, int band_begin,
                                                      KeyPages pages, int first) {
-  const int low = b.key_begin, high = position + 1 < b.key_end ? position + 1 : b.key_end;
-  auto max2 = [](int x, int y) { return x > y ? x : y; };
-  auto min2 = [](int x, int y) { return x < y ? x : y; };
+  const int low = b.key_begin, high = std::min(position + 1, b.key_end);
   int begin[2] = {0, 0}, end[2] = {0, 0};
   switch (pages) {
     case KeyPages::quantized:
-      begin[0] = max2(low, b.sink);
-      end[0] = min2(high, min2(quantized_end, band_begin));
+      begin[0] = std::max(low, b.sink);
+      end[0] = std::min(high, std::min(quantized_end, band_begin));
       break;
     case KeyPages::band:
-      begin[0] = max2(low, max2(b.sink, band_begin));
-      end[0] = min2(high, quantized_end);
+      begin[0] = std::max(low, std::max(b.sink, band_begin));
+      end[0] = std::min(high, quantized_end);
       break;
     default:
       begin[0] = low;
-      end[0] = min2(high, b.sink);
-      begin[1] = max2(low, quantized_end);  // overlaps the first range where nothing is quantized
+      end[0] = std::min(high, b.sink);
+      // Where nothing is quantized this overlaps the first range.
+      begin[1] = std::max(low, quantized_end);
       end[1] = high;
   }
   RowKeys keys;
   for (int i = 0; i < 2; ++i) {
     keys.offset[i] = begin[i] - first;
-    keys.width[i] = unsigned(max2(end[i] - begin[i], 0));
+    keys.width[i] = unsigned(std::max(end[i] - begin[i], 0));
   }
   return keys;
 }
