@@ -5,6 +5,7 @@
 #                            [accuracy] [accuracy-cpu] [calibrate] [serve] [serve-32k] [prefill]
 #                            [base-prefill] [chunk-ab] [prefill-attention] [profile-prefill]
 #   tests:        the GPU tests; their failures and the summary are printed, the whole log is in logs.tgz
+#                 and scripts/device/check_prefill_overlap.py on the prefill kernel's machine code
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
 #                 CPU campaign's rotations file, results in logs.tgz under accuracy-cuda/
 #   accuracy-cpu: the CPU reference campaign on this machine's cores, resuming from the results in
@@ -63,7 +64,10 @@ for stage in "$@"; do
       OMP_NUM_THREADS=16 ./build-gpu/tests/backend_tests --gtest_filter='*Cuda*' >"$logs/tests.log" 2>&1
       echo "backend_tests exit $?"
       grep -E "FAIL|Failure|Expected|Which|actual" "$logs/tests.log" | head -100
-      grep -E "^\[==========\]|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [0-9]" "$logs/tests.log" ;;
+      grep -E "^\[==========\]|^\[  PASSED  \]|^\[  SKIPPED \] [0-9]|^\[  FAILED  \] [0-9]" "$logs/tests.log"
+      # The machine code keeps the prefill softmax under the tensor cores' P V (ptxas may not).
+      python3 scripts/device/check_prefill_overlap.py \
+        build-gpu/src/backend/cuda/CMakeFiles/oscar_cuda.dir/prefill_attention.cu.o ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 ./build-gpu/tests/backend_tests \

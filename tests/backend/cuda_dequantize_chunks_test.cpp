@@ -25,7 +25,7 @@ KvCacheConfig quantized_config(KvDtype dtype, int page, int group, ParamFormat f
   return c;
 }
 
-// Every thread of a launch of `tasks` pages writes one 16-byte chunk of a scratch page, and
+// Every thread of a launch of `tasks` pages writes one chunk (64 bytes) of a scratch page, and
 // together they write each byte of each task's page once.
 TEST(DequantizeChunks, ThreadsWriteEveryByteOfEveryScratchPageOnce) {
   for (const int page : {16, 48, 64}) {
@@ -42,7 +42,8 @@ TEST(DequantizeChunks, ThreadsWriteEveryByteOfEveryScratchPageOnce) {
           const DequantizeChunk c =
               dequantize_chunk(block, thread, blocks_per_task, 128, page, heads);
           ASSERT_TRUE(c.task >= 0 && c.task < kTasks && c.kv_head >= 0 && c.kv_head < heads &&
-                      c.slot >= 0 && c.slot < page && c.chunk >= 0 && c.chunk < 16)
+                      c.slot >= 0 && c.slot < page && c.chunk >= 0 &&
+                      c.chunk < 128 / kDequantizeChunkChannels)
               << "block " << block << " thread " << thread;
           const int64_t offset = c.task * layout.full_page_bytes +
                                  (c.value ? layout.full_value_offset(c.kv_head, c.slot)
@@ -67,14 +68,19 @@ void expect_chunk_codes_match_code_at(const PageLayout& layout, std::mt19937& rn
     for (int slot = 0; slot < layout.page_size_tokens; ++slot) {
       for (const int64_t row : {layout.key_codes(head, slot), layout.value_codes(head, slot)}) {
         for (int chunk = 0; chunk < layout.head_dim / kDequantizeChunkChannels; ++chunk) {
-          using Word = typename ChunkCodes<Bits>::Word;
-          const int64_t offset = row + chunk * int64_t(sizeof(Word));
-          // The kernel loads the word in one access: it must lie on a multiple of its size.
-          ASSERT_EQ(offset % int64_t(sizeof(Word)), 0) << "head " << head << " slot " << slot;
-          Word word;
-          std::memcpy(&word, bytes.data() + offset, sizeof(Word));
+          // The kernel applies one group's parameters to the whole chunk.
+          const int first = chunk * kDequantizeChunkChannels;
+          ASSERT_EQ(first / layout.group_size,
+                    (first + kDequantizeChunkChannels - 1) / layout.group_size);
+          using Vector = typename ChunkCodes<Bits>::Vector;
+          const int64_t offset = row + chunk * int64_t(sizeof(Vector));
+          // The kernel loads the vector in one access: it must lie on a multiple of its size.
+          ASSERT_EQ(offset % int64_t(sizeof(Vector)), 0) << "head " << head << " slot " << slot;
+          static_assert(sizeof(Vector) == Bits * sizeof(uint32_t), "Bits words a chunk");
+          uint32_t words[Bits];
+          std::memcpy(words, bytes.data() + offset, sizeof(Vector));
           for (int i = 0; i < kDequantizeChunkChannels; ++i) {
-            ASSERT_EQ(chunk_code<Bits>(word, i),
+            ASSERT_EQ(chunk_code<Bits>(words, i),
                       int(code_at(bytes.data() + row, chunk * kDequantizeChunkChannels + i, Bits)))
                 << "chunk " << chunk << " code " << i;
           }
@@ -84,10 +90,10 @@ void expect_chunk_codes_match_code_at(const PageLayout& layout, std::mt19937& rn
   }
 }
 
-// A chunk's codes read as one word unpack to code_at's codes, and the word is aligned, for the
+// A chunk's codes read as one vector unpack to code_at's codes, and the vector is aligned, for the
 // 2-bit pages and the 4-bit band and INT4 pages of every group size, parameter format and page
 // size.
-TEST(DequantizeChunks, WordCodesMatchCodeAtAndAreAligned) {
+TEST(DequantizeChunks, VectorCodesMatchCodeAtAndAreAligned) {
   std::mt19937 rng(7);
   for (const int page : {16, 48, 64}) {
     for (const int group : {32, 64, 128}) {

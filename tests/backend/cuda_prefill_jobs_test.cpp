@@ -1,7 +1,8 @@
 // The tensor-core prefill kernel's jobs (backend/cuda/prefill_jobs.h), replayed on the host against
 // the decode rule of kvcache/kv_cache_config.h: every (row, key) pair of a block item is read by
-// exactly one job, in the format the rule gives it, and a job read whole (unmasked) holds no pair
-// that must not be read. No GPU needed.
+// exactly one job, in the format the rule gives it, a job read whole (unmasked) holds no pair
+// that must not be read, and a masked job's ranges (row_keys) read exactly the pairs the rule
+// reads. No GPU needed.
 #include <gtest/gtest.h>
 
 #ifdef OSCAR_HAVE_CUDA
@@ -35,9 +36,18 @@ std::string replay_item(const KvCacheConfig& kv, int first, int tokens, int key_
   for (Job job = first_job(b); job.tile < b.key_end; job = next_job(b, job)) {
     const bool whole = job_is_whole(b, job);
     for (int t = first; t <= last; ++t) {
+      // As the kernel masks: from the first key of the thread's columns (an even offset).
+      const int column = job.tile + 2 * (t % 4);
+      const RowKeys keys = row_keys(b, t, end_of(t), band_of(t), job.pages, column);
       for (int key = job.tile; key < job.tile + kPrefillTileKeys; ++key) {
-        const bool read = whole || (key >= b.key_begin && key < b.key_end &&
-                                    reads(key, t, end_of(t), band_of(t), b.sink, job.pages));
+        const bool by_rule = key >= b.key_begin && key < b.key_end &&
+                             reads(key, t, end_of(t), band_of(t), b.sink, job.pages);
+        if (keys.reads_at(key - column) != by_rule) {
+          return "position " + std::to_string(t) + ", key " + std::to_string(key) + ": tile " +
+                 std::to_string(job.tile) + " as " + std::to_string(int(job.pages)) +
+                 ": row_keys says " + (by_rule ? "not read" : "read") + ", the rule the opposite";
+        }
+        const bool read = whole || keys.reads_at(key - column);
         if (!read) continue;
         if (key < key_begin || key > t || rule_pages(kv, key, t) != job.pages) {
           return "position " + std::to_string(t) + ", key " + std::to_string(key) + ": tile " +
@@ -80,6 +90,20 @@ TEST(PrefillJobs, EveryPairIsReadOnceInItsFormat) {
     const std::string wrong = replay_item(kv, first, tokens, key_begin);
     EXPECT_EQ(wrong, "") << describe(kv) << ", " << tokens << " tokens from " << first
                          << ", keys from " << key_begin;
+  }
+}
+
+// A block's padding rows (past the item's tokens: position -1, as the kernel's row_bounds gives
+// them) read no key in any format, even where the item reads from key 0.
+TEST(PrefillJobs, PaddingRowsReadNoKey) {
+  const ItemBounds b{0, 3000, 64, 2000, 2031, 1500, 1531, 700, 731, true, true};
+  for (KeyPages pages : {KeyPages::full, KeyPages::quantized, KeyPages::band}) {
+    for (int tile = 0; tile < b.key_end; tile += kPrefillTileKeys) {
+      const RowKeys keys = row_keys(b, -1, 0, 0, pages, tile);
+      for (int c = 0; c < kPrefillTileKeys; ++c) {
+        EXPECT_FALSE(keys.reads_at(c)) << "format " << int(pages) << ", key " << tile + c;
+      }
+    }
   }
 }
 

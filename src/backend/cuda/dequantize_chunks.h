@@ -1,6 +1,6 @@
 #pragma once
-// The work of one thread of kv_dequantize.cu: which 8 channels of which key or value row of which
-// page it writes, and the codes of those channels from one aligned word of the quantized page.
+// The work of one thread of kv_dequantize.cu: which 32 channels of which key or value row of which
+// page it writes, and the codes of those channels from one aligned vector of the quantized page.
 // Host and device code, so that host tests check the mapping and the unpacking against the page
 // layout and code_at.
 #include <cuda_runtime.h>
@@ -9,11 +9,14 @@
 
 namespace oscar::cuda {
 
-inline constexpr int kDequantizeThreads = 256;
-inline constexpr int kDequantizeChunkChannels = 8;
+inline constexpr int kDequantizeThreads = 128;
+// A thread's channels: one group's parameters serve them all (groups are 32, 64 or 128 channels),
+// and its 64 bytes of output make four times the bytes per chain of dependent loads (the task, the
+// codes and parameters, the q8 table) that 8 channels made.
+inline constexpr int kDequantizeChunkChannels = 32;
 
-// Task (page) `task`'s keys (or values) of `kv_head` at `slot`, channels 8 * chunk to 8 * chunk
-// + 7.
+// Task (page) `task`'s keys (or values) of `kv_head` at `slot`, channels 32 * chunk to 32 * chunk
+// + 31.
 struct DequantizeChunk {
   int task, kv_head, slot, chunk;
   bool value;
@@ -34,24 +37,24 @@ __host__ __device__ __forceinline__ DequantizeChunk dequantize_chunk(int block, 
   return {task, head_row % heads, row % page_rows, within % chunks_per_row, head_row >= heads};
 }
 
-// The codes of a chunk as one word: its 8 codes of Bits bits take Bits bytes, which lie on a
-// multiple of Bits within the page (page_layout.cpp: 16-byte pages, code regions on multiples of
-// 32 bytes, rows of head_dim * Bits / 8 bytes).
+// The codes of a chunk as one vector load: its 32 codes of Bits bits take Bits 32-bit words,
+// which lie on a multiple of 4 * Bits bytes within the page (page_layout.cpp: 16-byte pages, code
+// regions on multiples of 32 bytes, rows of head_dim * Bits / 8 bytes).
 template <int Bits>
 struct ChunkCodes;
 template <>
 struct ChunkCodes<2> {
-  using Word = uint16_t;
+  using Vector = uint2;
 };
 template <>
 struct ChunkCodes<4> {
-  using Word = uint32_t;
+  using Vector = uint4;
 };
 
-// Code i of a chunk's word, loaded little-endian: code_at's order (group_codec.h).
+// Code i of a chunk from its Bits words, loaded little-endian: code_at's order (group_codec.h).
 template <int Bits>
-__host__ __device__ __forceinline__ int chunk_code(uint32_t word, int i) {
-  return int(word >> (i * Bits)) & ((1 << Bits) - 1);
+__host__ __device__ __forceinline__ int chunk_code(const uint32_t (&words)[Bits], int i) {
+  return int(words[i * Bits / 32] >> (i * Bits % 32)) & ((1 << Bits) - 1);
 }
 
 }  // namespace oscar::cuda

@@ -275,16 +275,17 @@ __device__ __forceinline__ void softmax_tile(float (&s)[64], const ItemBounds& b
                                              float (&row_max)[2], float (&row_sum)[2],
                                              float (&correction)[2]) {
   if (!job_is_whole(bounds, job)) {
+    // The thread's scores are keys column + 8 b + {0, 1} of each row.
+    const int column = job.tile + 2 * quad;
+    const RowKeys keys[2] = {row_keys(bounds, rows[0].position, rows[0].quantized_end,
+                                      rows[0].band_begin, job.pages, column),
+                             row_keys(bounds, rows[1].position, rows[1].quantized_end,
+                                      rows[1].band_begin, job.pages, column)};
 #pragma unroll
     for (int b = 0; b < 16; ++b) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const RowBounds& r = rows[e / 2];
-        const int key = job.tile + 8 * b + 2 * quad + e % 2;
-        const bool read =
-            key >= bounds.key_begin && key < bounds.key_end &&
-            reads(key, r.position, r.quantized_end, r.band_begin, bounds.sink, job.pages);
-        if (!read) s[4 * b + e] = -INFINITY;
+        if (!keys[e / 2].reads_at(8 * b + e % 2)) s[4 * b + e] = -INFINITY;
       }
     }
   }
@@ -481,7 +482,9 @@ __device__ void consume_jobs(const AttentionArgs& args, const BlockItem& item,
     wgmma::fence_operands(s);
     if (lane == 0) bulk::arrive(stages.keys_empty(stage));
     softmax_tile(s, bounds, job, rows, quad, row_max, row_sum, correction);
-    wgmma::wait<0>();
+    // Sums of weights are never negative. A plain wait would run before the softmax, which would
+    // then wait for P V instead of running under it.
+    wgmma::wait_after<0>(row_sum[0]);
     wgmma::fence_operands(o);
     fence_weights(p);
     if (lane == 0) bulk::arrive(stages.values_empty(previous_stage));

@@ -7,6 +7,8 @@
 // 1)). Host and device code, so that the host tests replay a block's jobs against the rule.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "backend/cuda/step_work.h"
 
 namespace oscar::cuda {
@@ -82,6 +84,50 @@ __host__ __device__ __forceinline__ bool reads(int key, int position, int quanti
   const bool quantized = key >= sink && key < quantized_end;
   if (pages == KeyPages::full) return !quantized;
   return quantized && (key >= band_begin) == (pages == KeyPages::band);
+}
+
+// The keys one row reads in one format, as at most two ranges of positions counted from a first
+// key: key first + c is read iff reads_at(c). Masking a tile then costs two unsigned compares a
+// score rather than the rule's branches (an empty range has width 0).
+struct RowKeys {
+  int offset[2];
+  unsigned width[2];
+  __host__ __device__ __forceinline__ bool reads_at(int c) const {
+    return unsigned(c - offset[0]) < width[0] || unsigned(c - offset[1]) < width[1];
+  }
+};
+
+// The item's keys that the row at `position` reads in `pages` (reads(), within [key_begin,
+// key_end)), from `first`: the 2-bit copy [sink, min(quantized_end, band_begin)), the band
+// [max(sink, band_begin), quantized_end), full precision the keys below the sink and from
+// quantized_end; all up to the row's own position. Padding rows (position -1) read none.
+__host__ __device__ __forceinline__ RowKeys row_keys(const ItemBounds& b, int position,
+                                                     int quantized_end, int band_begin,
+                                                     KeyPages pages, int first) {
+  const int low = b.key_begin, high = std::min(position + 1, b.key_end);
+  int begin[2] = {0, 0}, end[2] = {0, 0};
+  switch (pages) {
+    case KeyPages::quantized:
+      begin[0] = std::max(low, b.sink);
+      end[0] = std::min(high, std::min(quantized_end, band_begin));
+      break;
+    case KeyPages::band:
+      begin[0] = std::max(low, std::max(b.sink, band_begin));
+      end[0] = std::min(high, quantized_end);
+      break;
+    default:
+      begin[0] = low;
+      end[0] = std::min(high, b.sink);
+      // Where nothing is quantized this overlaps the first range.
+      begin[1] = std::max(low, quantized_end);
+      end[1] = high;
+  }
+  RowKeys keys;
+  for (int i = 0; i < 2; ++i) {
+    keys.offset[i] = begin[i] - first;
+    keys.width[i] = unsigned(std::max(end[i] - begin[i], 0));
+  }
+  return keys;
 }
 
 }  // namespace oscar::cuda

@@ -47,6 +47,16 @@ __device__ __forceinline__ void wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
 }
 
+// wait<Pending>() that stays after the instructions computing `value`, which must not be negative
+// (so that every thread of the warpgroup takes the branch). ptxas moves a plain wait up to where
+// the in-flight products' registers first allow it, ahead of independent work placed before it
+// in the source; a branch on `value` keeps it there.
+template <int Pending>
+__device__ __forceinline__ void wait_after(float value) {
+  if (!(value < 0.0f)) wait<Pending>();
+  wait<Pending>();
+}
+
 // Keeps the compiler from moving accesses of the accumulators across an asynchronous wgmma.
 template <int N>
 __device__ __forceinline__ void fence_operands(float (&d)[N]) {
