@@ -4,6 +4,7 @@
 # Usage: bench/cuda_suite.sh [tests] [sanitize] [kernels] [bench (ours + sdpa)] [ours] [sdpa] [step] [linear]
 #                            [accuracy] [accuracy-cpu] [calibrate] [serve] [serve-32k] [prefill]
 #                            [base-prefill] [chunk-ab] [prefill-attention] [profile-prefill]
+#                            [profile-kv-kernels]
 #   tests:        the GPU tests; their failures and the summary are printed, the whole log is in logs.tgz
 #                 and scripts/device/check_prefill_overlap.py on the prefill kernel's machine code
 #   accuracy:     the accuracy campaign (scripts/results/accuracy_campaign.sh) on the GPU, with the
@@ -31,6 +32,11 @@
 #                 bf16 and INT2 (bench prefill-attention), the sections that say what bounds it, as
 #                 CSV: prefill_attention_ncu_{bf16,int2}.csv, and every metric collected (the stall
 #                 reasons among them) in prefill_attention_ncu_raw_{bf16,int2}.csv
+#   profile-kv-kernels: what the INT2 cache adds, kernel by kernel: Nsight Compute's time of each of
+#                 the first PROFILE_LAUNCHES (240) kernels of an INT2 prefill of PROFILE_TOKENS (4096),
+#                 kv_kernels_ncu.csv; the sections of the error-feedback kernel's fourth launch,
+#                 feedback_ncu_raw.csv; the machine code of kv_migrate.cu and prefill_attention.cu,
+#                 kv_kernels_sass.tar.xz (cuobjdump -sass), to read without a GPU machine
 #   serve-32k:    oscar bench serve, 32 prompts of 32K tokens, 512 out, bf16 against INT2 OSCAR, on a
 #                 random Qwen3-8B checkpoint written by bench/random_checkpoint.py and calibrated here
 set -uo pipefail
@@ -196,6 +202,26 @@ for stage in "$@"; do
         # Every metric collected, among them the warp stall reasons the details page only summarizes.
         ncu --import "$logs/ncu-$kv.ncu-rep" --csv --page raw >"$out/prefill_attention_ncu_raw_$kv.csv"
       done ;;
+    profile-kv-kernels)
+      objects=build-gpu/src/backend/cuda/CMakeFiles/oscar_cuda.dir
+      for source in kv_migrate prefill_attention kv_dequantize kv_write; do
+        cuobjdump -sass "$objects/$source.cu.o" >"$logs/$source.sass"
+      done
+      tar cJf "$out/kv_kernels_sass.tar.xz" -C "$logs" kv_migrate.sass prefill_attention.sass \
+        kv_dequantize.sass kv_write.sass
+      prefill=(./build-gpu/src/cli/oscar bench prefill --model qwen3-8b --kv-dtypes int2 --repeats 1
+               --prompt-lens "${PROFILE_TOKENS:-4096}")
+      ncu --clock-control none --metrics gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread \
+        --launch-count "${PROFILE_LAUNCHES:-240}" -f -o "$logs/ncu-kv" "${prefill[@]}" >"$logs/ncu-kv.log" 2>&1
+      echo "ncu kernels exit $?"
+      ncu --import "$logs/ncu-kv.ncu-rep" --csv --page raw >"$out/kv_kernels_ncu.csv" || tail -5 "$logs/ncu-kv.log"
+      ncu --clock-control none --kernel-name regex:fed_back_thread_rows --launch-skip 3 --launch-count 1 \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        --section SchedulerStats --section WarpStateStats --section Occupancy --section InstructionStats \
+        -f -o "$logs/ncu-feedback" "${prefill[@]}" >"$logs/ncu-feedback.log" 2>&1
+      echo "ncu feedback exit $?"
+      ncu --import "$logs/ncu-feedback.ncu-rep" --csv --page raw >"$out/feedback_ncu_raw.csv" ||
+        tail -5 "$logs/ncu-feedback.log" ;;
     calibrate)
       stdbuf -oL ./build-gpu/src/cli/oscar bench calibrate --model qwen3-8b --device cuda --json "$out/calibrate.json" 2>&1 | tee "$logs/calibrate.log" ;;
     kernels)
