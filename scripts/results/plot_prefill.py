@@ -11,7 +11,8 @@ import sys
 from svg_chart import LineChart
 
 # (oscar's rows, the peer's rows) of one call each, newest first.
-CALLS = [("prefill_qwen3-8b_h200_84b469e.json", "prefill_peer_qwen3-8b_h200_84b469e.json"),
+CALLS = [("prefill_qwen3-8b_h200_6411bd6.json", "prefill_peer_qwen3-8b_h200_6411bd6.json"),
+         ("prefill_qwen3-8b_h200_84b469e.json", "prefill_peer_qwen3-8b_h200_84b469e.json"),
          ("prefill_qwen3-8b_h200_fe365f5.json", "prefill_peer_qwen3-8b_h200_fe365f5.json")]
 SERIES = [("oscar, bf16 cache", "bf16", "#1f77b4"), ("oscar, INT2 cache", "int2", "#d62728")]
 
