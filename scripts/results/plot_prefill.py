@@ -38,7 +38,7 @@ def main():
                       lambda tick: f"{tick:.1f}x")
     chart.reference(1.0, "transformers (sdpa)", "#777777")
     chart.reference(0.8, "target 0.8x", "#2ca02c")
-    chart.axes(lambda tokens: f"{tokens // 1000}K")
+    chart.axes(lambda tokens: f"{tokens // 1024 if tokens % 1024 == 0 else tokens // 1000}K")
     for label, kv, colour in SERIES:
         chart.series([(tokens, ratios[(kv, tokens)]) for tokens in lengths
                       if (kv, tokens) in ratios], label, colour)
