@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_codec.cuh"
 #include "backend/cuda/kernel_sizes.h"
+#include "backend/cuda/prefill_jobs.h"  // reads(): the decode rule for one (row, key) pair
 #include "backend/cuda/warp_primitives.cuh"
 
 namespace oscar::cuda {
@@ -110,15 +111,6 @@ __device__ void load_tile(const AttentionArgs& a, Shared& s, const BlockItem& it
     *reinterpret_cast<float4*>(&s.values[key][first + i]) =
         make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
   }
-}
-
-// The decode rule for one (query row, key) pair in one format.
-__device__ __forceinline__ bool reads(int key_position, int row_position, int quantized_end,
-                                      int band_begin, int sink, KeyPages kind) {
-  if (key_position > row_position) return false;
-  const bool quantized = key_position >= sink && key_position < quantized_end;
-  if (kind == KeyPages::full) return !quantized;
-  return quantized && (key_position >= band_begin) == (kind == KeyPages::band);
 }
 
 __device__ void score_tile(const AttentionArgs& a, Shared& s, const BlockItem& item, int tile,
