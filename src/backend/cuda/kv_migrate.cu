@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dequantize_chunks.h"
 #include "backend/cuda/device_codec.cuh"
 #include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/layer_kernels.h"
@@ -207,6 +208,98 @@ __global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
     if (is_value ? skip_values : skip_keys) continue;
     migrate_row(args, layer, args.tasks[unit / (2 * args.num_kv_heads)],
                 (unit / 2) % args.num_kv_heads, is_value);
+  }
+}
+
+// Rows rounded to nearest with a clip ratio (the band's copies; the formats without error
+// feedback, clip search or the published quantizer), four lanes a row: lane q of the four holds
+// channels 32q..32q+31, within one group (groups are 32, 64 or 128 channels), and stores their
+// codes as one vector, aligned as the dequantization's chunks (dequantize_chunks.h). A warp a row
+// (migrate_row) kept each row's dependent steps (loads, reductions, parameters, stores) to one
+// row per warp at a time; here a warp has eight rows in flight.
+constexpr int kNearestRowLanes = 4;
+constexpr int kNearestLaneChannels = kHeadDim / kNearestRowLanes;
+constexpr int kNearestThreads = 128;
+constexpr int kNearestRowsPerBlock = kNearestThreads / kNearestRowLanes;
+constexpr int kMaxNearestBlocks = 8192;  // a grid-stride loop past them
+static_assert(kNearestLaneChannels == kDequantizeChunkChannels, "a lane's codes are one chunk's");
+
+bool nearest_rows(const KvMigrateArgs& args) {
+  return args.clip_mode == ClipMode::range_scale && !args.clip_search && !args.lloyd_max &&
+         (args.layout.bits == 2 || args.layout.bits == 4);
+}
+
+// One token's keys or values of one KV head, by its four lanes (`quarter`: 0..3; `mask`: the
+// four lanes').
+template <int kBits>
+__device__ void migrate_nearest_row(const KvMigrateArgs& args, int layer, const MigrateTask task,
+                                    int kv_head, bool is_value, int quarter, unsigned mask) {
+  const PageLayout& layout = args.layout;
+  const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
+  const int slot = task.position % layout.page_size_tokens;
+  const uint4* full = reinterpret_cast<const uint4*>(
+      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
+      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot)));
+  float x[kNearestLaneChannels];
+#pragma unroll
+  for (int v = 0; v < kNearestLaneChannels / 8; ++v) {
+    unpack_bf16x8(full[quarter * kNearestLaneChannels / 8 + v], x + 8 * v);
+  }
+  float lo = x[0], hi = x[0];
+#pragma unroll
+  for (int i = 1; i < kNearestLaneChannels; ++i) {
+    lo = fminf(lo, x[i]);
+    hi = fmaxf(hi, x[i]);
+  }
+  const int lanes_per_group = int(layout.group_size) / kNearestLaneChannels;
+  for (int offset = 1; offset < lanes_per_group; offset *= 2) {
+    lo = fminf(lo, __shfl_xor_sync(mask, lo, offset, kNearestRowLanes));
+    hi = fmaxf(hi, __shfl_xor_sync(mask, hi, offset, kNearestRowLanes));
+  }
+  const float ratio = is_value ? args.clip_ratio_v : args.clip_ratio_k;
+  const DeviceParams p =
+      params_for_range(lo * ratio, hi * ratio, kBits, layout.param_format, args.q8_scales);
+  uint32_t words[kBits] = {};
+#pragma unroll
+  for (int i = 0; i < kNearestLaneChannels; ++i) {
+    words[i * kBits / 32] |= uint32_t(quantize_code(x[i], p, kBits)) << (i * kBits % 32);
+  }
+  const int32_t target = args.band ? ids.band : ids.quantized;
+  std::byte* page =
+      layer_quantized_pages(args, layer) + int64_t(target) * layout.quantized_page_bytes;
+  std::byte* codes =
+      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot)) +
+      quarter * kNearestLaneChannels * kBits / 8;
+  if constexpr (kBits == 2) {
+    *reinterpret_cast<uint2*>(codes) = make_uint2(words[0], words[1]);
+  } else {
+    *reinterpret_cast<uint4*>(codes) = make_uint4(words[0], words[1], words[2], words[3]);
+  }
+  if (quarter % lanes_per_group == 0) {
+    const int group = quarter / lanes_per_group;
+    const int64_t offset = is_value ? layout.value_params(kv_head, slot, group)
+                                    : layout.key_params(kv_head, slot, group);
+    store_params(p, layout.param_format, args.q8_scales, reinterpret_cast<uint8_t*>(page + offset));
+  }
+}
+
+// Units as in migrate_tokens_kernel, one per four lanes.
+template <int kBits>
+__global__ void migrate_nearest_rows_kernel(const KvMigrateArgs args) {
+  const bool skip_keys = keys_elsewhere(args), skip_values = args.value_feedback != nullptr;
+  const int tasks = args.band ? args.counts->band_migrate_tasks : args.counts->migrate_tasks;
+  const int units_per_layer = tasks * args.num_kv_heads * 2;
+  const int units = units_per_layer * args.num_layers;
+  const int quarter = int(threadIdx.x) % kNearestRowLanes;
+  const unsigned mask = 0xfu << (threadIdx.x % 32 / kNearestRowLanes * kNearestRowLanes);
+  for (int global_unit =
+           int(blockIdx.x) * kNearestRowsPerBlock + int(threadIdx.x) / kNearestRowLanes;
+       global_unit < units; global_unit += int(gridDim.x) * kNearestRowsPerBlock) {
+    const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
+    const bool is_value = unit % 2 == 1;
+    if (is_value ? skip_values : skip_keys) continue;
+    migrate_nearest_row<kBits>(args, layer, args.tasks[unit / (2 * args.num_kv_heads)],
+                               (unit / 2) % args.num_kv_heads, is_value, quarter, mask);
   }
 }
 
@@ -683,9 +776,19 @@ void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max
   if (max_tasks > 0) {
     if (!keys_elsewhere(args) || args.value_feedback == nullptr) {
       const int64_t units = max_tasks * args.num_kv_heads * 2 * args.num_layers;
-      const int64_t blocks = std::min<int64_t>((units + kWarpsPerBlock - 1) / kWarpsPerBlock, 4096);
-      migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
-      check_launch("migrate_tokens_kernel");
+      if (nearest_rows(args)) {
+        const int64_t blocks = std::min<int64_t>(
+            (units + kNearestRowsPerBlock - 1) / kNearestRowsPerBlock, kMaxNearestBlocks);
+        const auto kernel =
+            args.layout.bits == 2 ? migrate_nearest_rows_kernel<2> : migrate_nearest_rows_kernel<4>;
+        kernel<<<unsigned(blocks), kNearestThreads, 0, stream>>>(args);
+        check_launch("migrate_nearest_rows_kernel");
+      } else {
+        const int64_t blocks =
+            std::min<int64_t>((units + kWarpsPerBlock - 1) / kWarpsPerBlock, 4096);
+        migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
+        check_launch("migrate_tokens_kernel");
+      }
     }
     const unsigned kinds =
         unsigned(args.key_feedback != nullptr) + unsigned(args.value_feedback != nullptr);
