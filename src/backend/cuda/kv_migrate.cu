@@ -195,20 +195,32 @@ __host__ __device__ bool keys_elsewhere(const KvMigrateArgs& args) {
   return args.layout.keys_per_channel || args.key_feedback != nullptr;
 }
 
-// One warp per (layer, token, KV head, keys or values).
-__global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
+// The step's (layer, token, KV head, keys or values) rows left to the kernels below (the band's
+// copies when args.band), `worker` of `workers` taking every workers-th: `row(layer, task,
+// kv_head, is_value)` for each.
+template <class Row>
+__device__ __forceinline__ void for_each_migrated_row(const KvMigrateArgs& args, int worker,
+                                                      int workers, const Row& row) {
   const bool skip_keys = keys_elsewhere(args), skip_values = args.value_feedback != nullptr;
   const int tasks = args.band ? args.counts->band_migrate_tasks : args.counts->migrate_tasks;
   const int units_per_layer = tasks * args.num_kv_heads * 2;
   const int units = units_per_layer * args.num_layers;
-  for (int global_unit = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; global_unit < units;
-       global_unit += gridDim.x * kWarpsPerBlock) {
+  for (int global_unit = worker; global_unit < units; global_unit += workers) {
     const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
     const bool is_value = unit % 2 == 1;
     if (is_value ? skip_values : skip_keys) continue;
-    migrate_row(args, layer, args.tasks[unit / (2 * args.num_kv_heads)],
-                (unit / 2) % args.num_kv_heads, is_value);
+    row(layer, args.tasks[unit / (2 * args.num_kv_heads)], (unit / 2) % args.num_kv_heads,
+        is_value);
   }
+}
+
+// One warp a row.
+__global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
+  for_each_migrated_row(args, int(blockIdx.x) * kWarpsPerBlock + int(threadIdx.x) / 32,
+                        int(gridDim.x) * kWarpsPerBlock,
+                        [&](int layer, const MigrateTask& task, int kv_head, bool is_value) {
+                          migrate_row(args, layer, task, kv_head, is_value);
+                        });
 }
 
 // Rows rounded to nearest with a clip ratio (the band's copies; the formats without error
@@ -283,24 +295,17 @@ __device__ void migrate_nearest_row(const KvMigrateArgs& args, int layer, const 
   }
 }
 
-// Units as in migrate_tokens_kernel, one per four lanes.
+// Four lanes a row.
 template <int kBits>
 __global__ void migrate_nearest_rows_kernel(const KvMigrateArgs args) {
-  const bool skip_keys = keys_elsewhere(args), skip_values = args.value_feedback != nullptr;
-  const int tasks = args.band ? args.counts->band_migrate_tasks : args.counts->migrate_tasks;
-  const int units_per_layer = tasks * args.num_kv_heads * 2;
-  const int units = units_per_layer * args.num_layers;
   const int quarter = int(threadIdx.x) % kNearestRowLanes;
   const unsigned mask = 0xfu << (threadIdx.x % 32 / kNearestRowLanes * kNearestRowLanes);
-  for (int global_unit =
-           int(blockIdx.x) * kNearestRowsPerBlock + int(threadIdx.x) / kNearestRowLanes;
-       global_unit < units; global_unit += int(gridDim.x) * kNearestRowsPerBlock) {
-    const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
-    const bool is_value = unit % 2 == 1;
-    if (is_value ? skip_values : skip_keys) continue;
-    migrate_nearest_row<kBits>(args, layer, args.tasks[unit / (2 * args.num_kv_heads)],
-                               (unit / 2) % args.num_kv_heads, is_value, quarter, mask);
-  }
+  for_each_migrated_row(
+      args, int(blockIdx.x) * kNearestRowsPerBlock + int(threadIdx.x) / kNearestRowLanes,
+      int(gridDim.x) * kNearestRowsPerBlock,
+      [&](int layer, const MigrateTask& task, int kv_head, bool is_value) {
+        migrate_nearest_row<kBits>(args, layer, task, kv_head, is_value, quarter, mask);
+      });
 }
 
 // Keys and values with error feedback: round_with_feedback (quant/error_feedback.cpp) mirrored
