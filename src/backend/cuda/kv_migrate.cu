@@ -138,6 +138,30 @@ __device__ __forceinline__ std::byte* layer_quantized_pages(const KvMigrateArgs&
   return args.quantized_pages + layer * args.quantized_layer_bytes;
 }
 
+// A token's keys or values of one KV head in layer `layer`: its row of its full-precision page,
+// its quantized page (the band's copy with args.band), and where its codes and its group
+// parameters lie in that page.
+__device__ __forceinline__ const std::byte* full_row(const KvMigrateArgs& args, int layer,
+                                                     const PageIds& ids, int kv_head, int slot,
+                                                     bool is_value) {
+  const PageLayout& l = args.layout;
+  return layer_full_pages(args, layer) + int64_t(ids.full) * l.full_page_bytes +
+         (is_value ? l.full_value_offset(kv_head, slot) : l.full_key_offset(kv_head, slot));
+}
+__device__ __forceinline__ std::byte* quantized_page(const KvMigrateArgs& args, int layer,
+                                                     const PageIds& ids) {
+  return layer_quantized_pages(args, layer) +
+         int64_t(args.band ? ids.band : ids.quantized) * args.layout.quantized_page_bytes;
+}
+__device__ __forceinline__ int64_t codes_offset(const PageLayout& l, int kv_head, int slot,
+                                                bool is_value) {
+  return is_value ? l.value_codes(kv_head, slot) : l.key_codes(kv_head, slot);
+}
+__device__ __forceinline__ int64_t params_offset(const PageLayout& l, int kv_head, int slot,
+                                                 int group, bool is_value) {
+  return is_value ? l.value_params(kv_head, slot, group) : l.key_params(kv_head, slot, group);
+}
+
 // One token's keys or values of one KV head in one layer, by one warp: lane l holds channels
 // 4l..4l+3.
 __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateTask task,
@@ -148,10 +172,7 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   const int lanes_per_group = int(layout.group_size) / 4;
   const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
   const int slot = task.position % layout.page_size_tokens;
-  const std::byte* full =
-      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
-  const int32_t target = args.band ? ids.band : ids.quantized;
+  const std::byte* full = full_row(args, layer, ids, kv_head, slot, is_value);
   const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
   float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
                 __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
@@ -169,10 +190,8 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
                              ? lloyd_max_row(x, layout.param_format, args.q8_scales)
                              : choose_params(x, lo, hi, lanes_per_group, bits, ratio,
                                              args.clip_search, layout.param_format, args.q8_scales);
-  std::byte* page =
-      layer_quantized_pages(args, layer) + int64_t(target) * layout.quantized_page_bytes;
-  std::byte* codes =
-      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+  std::byte* page = quantized_page(args, layer, ids);
+  std::byte* codes = page + codes_offset(layout, kv_head, slot, is_value);
   int packed = 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i) packed |= quantize_code(x[i], p, bits) << (i * bits);
@@ -183,8 +202,7 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   }
   if (lane % lanes_per_group == 0) {
     const int group = lane / lanes_per_group;
-    const int64_t offset = is_value ? layout.value_params(kv_head, slot, group)
-                                    : layout.key_params(kv_head, slot, group);
+    const int64_t offset = params_offset(layout, kv_head, slot, group, is_value);
     store_params(p, layout.param_format, args.q8_scales, reinterpret_cast<uint8_t*>(page + offset));
   }
 }
@@ -249,9 +267,8 @@ __device__ void migrate_nearest_row(const KvMigrateArgs& args, int layer, const 
   const PageLayout& layout = args.layout;
   const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
   const int slot = task.position % layout.page_size_tokens;
-  const uint4* full = reinterpret_cast<const uint4*>(
-      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot)));
+  const uint4* full =
+      reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value));
   float x[kNearestLaneChannels];
 #pragma unroll
   for (int v = 0; v < kNearestLaneChannels / 8; ++v) {
@@ -276,12 +293,9 @@ __device__ void migrate_nearest_row(const KvMigrateArgs& args, int layer, const 
   for (int i = 0; i < kNearestLaneChannels; ++i) {
     words[i * kBits / 32] |= uint32_t(quantize_code(x[i], p, kBits)) << (i * kBits % 32);
   }
-  const int32_t target = args.band ? ids.band : ids.quantized;
-  std::byte* page =
-      layer_quantized_pages(args, layer) + int64_t(target) * layout.quantized_page_bytes;
-  std::byte* codes =
-      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot)) +
-      quarter * kNearestLaneChannels * kBits / 8;
+  std::byte* page = quantized_page(args, layer, ids);
+  std::byte* codes = page + codes_offset(layout, kv_head, slot, is_value) +
+                     quarter * kNearestLaneChannels * kBits / 8;
   if constexpr (kBits == 2) {
     *reinterpret_cast<uint2*>(codes) = make_uint2(words[0], words[1]);
   } else {
@@ -289,8 +303,7 @@ __device__ void migrate_nearest_row(const KvMigrateArgs& args, int layer, const 
   }
   if (quarter % lanes_per_group == 0) {
     const int group = quarter / lanes_per_group;
-    const int64_t offset = is_value ? layout.value_params(kv_head, slot, group)
-                                    : layout.key_params(kv_head, slot, group);
+    const int64_t offset = params_offset(layout, kv_head, slot, group, is_value);
     store_params(p, layout.param_format, args.q8_scales, reinterpret_cast<uint8_t*>(page + offset));
   }
 }
@@ -349,10 +362,8 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
   const int lanes_per_group = int(layout.group_size) / kChannelsPerLane;
   const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
   const int slot = task.position % layout.page_size_tokens;
-  const uint4 raw = reinterpret_cast<const uint4*>(
-      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-      (is_value ? layout.full_value_offset(kv_head, slot)
-                : layout.full_key_offset(kv_head, slot)))[r];
+  const uint4 raw =
+      reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value))[r];
   float running[kChannelsPerLane];
   unpack_bf16x8(raw, running);
   const int token_base = lane & ~(kLanesPerToken - 1);
@@ -400,10 +411,8 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
     }
   }
   if (!store) return;
-  std::byte* page =
-      layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
-  std::byte* codes =
-      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+  std::byte* page = quantized_page(args, layer, ids);
+  std::byte* codes = page + codes_offset(layout, kv_head, slot, is_value);
   if constexpr (kBits == 2) {
     reinterpret_cast<uint16_t*>(codes)[r] = uint16_t(packed);
   } else {
@@ -413,8 +422,7 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
     const int group = r / lanes_per_group;
     store_params(
         p, layout.param_format, args.q8_scales,
-        reinterpret_cast<uint8_t*>(page + (is_value ? layout.value_params(kv_head, slot, group)
-                                                    : layout.key_params(kv_head, slot, group))));
+        reinterpret_cast<uint8_t*>(page + params_offset(layout, kv_head, slot, group, is_value)));
   }
 }
 
@@ -532,9 +540,8 @@ __device__ void migrate_fed_back_thread_row(const KvMigrateArgs& args, int layer
   const PageLayout& layout = args.layout;
   const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
   const int slot = task.position % layout.page_size_tokens;
-  const uint4* raw = reinterpret_cast<const uint4*>(
-      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot)));
+  const uint4* raw =
+      reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value));
   float running[kHeadDim];
 #pragma unroll
   for (int v = 0; v < kHeadDim / 8; ++v) unpack_bf16x8(raw[v], running + 8 * v);
@@ -572,16 +579,13 @@ __device__ void migrate_fed_back_thread_row(const KvMigrateArgs& args, int layer
       }
     }
   }
-  std::byte* page =
-      layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
-  std::byte* codes =
-      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+  std::byte* page = quantized_page(args, layer, ids);
+  std::byte* codes = page + codes_offset(layout, kv_head, slot, is_value);
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
     store_params(
         params[g], layout.param_format, args.q8_scales,
-        reinterpret_cast<uint8_t*>(page + (is_value ? layout.value_params(kv_head, slot, g)
-                                                    : layout.key_params(kv_head, slot, g))));
+        reinterpret_cast<uint8_t*>(page + params_offset(layout, kv_head, slot, g, is_value)));
   }
   // The segment's group: a static choice among the row's few parameters.
   auto group_params = [&](int segment) {
@@ -746,8 +750,7 @@ __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
         }
       }
     }
-    std::byte* page =
-        layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
+    std::byte* page = quantized_page(args, layer, ids);
     store_params(p, layout.param_format, args.q8_scales,
                  reinterpret_cast<uint8_t*>(page + layout.key_params(kv_head, first_slot, c)));
     const int per_byte = 8 / bits;
