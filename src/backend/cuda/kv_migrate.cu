@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dequantize_chunks.h"
 #include "backend/cuda/device_codec.cuh"
 #include "backend/cuda/kernel_sizes.h"
 #include "backend/cuda/layer_kernels.h"
@@ -137,6 +138,30 @@ __device__ __forceinline__ std::byte* layer_quantized_pages(const KvMigrateArgs&
   return args.quantized_pages + layer * args.quantized_layer_bytes;
 }
 
+// A token's keys or values of one KV head in layer `layer`: its row of its full-precision page,
+// its quantized page (the band's copy with args.band), and where its codes and its group
+// parameters lie in that page.
+__device__ __forceinline__ const std::byte* full_row(const KvMigrateArgs& args, int layer,
+                                                     const PageIds& ids, int kv_head, int slot,
+                                                     bool is_value) {
+  const PageLayout& l = args.layout;
+  return layer_full_pages(args, layer) + int64_t(ids.full) * l.full_page_bytes +
+         (is_value ? l.full_value_offset(kv_head, slot) : l.full_key_offset(kv_head, slot));
+}
+__device__ __forceinline__ std::byte* quantized_page(const KvMigrateArgs& args, int layer,
+                                                     const PageIds& ids) {
+  return layer_quantized_pages(args, layer) +
+         int64_t(args.band ? ids.band : ids.quantized) * args.layout.quantized_page_bytes;
+}
+__device__ __forceinline__ int64_t codes_offset(const PageLayout& l, int kv_head, int slot,
+                                                bool is_value) {
+  return is_value ? l.value_codes(kv_head, slot) : l.key_codes(kv_head, slot);
+}
+__device__ __forceinline__ int64_t params_offset(const PageLayout& l, int kv_head, int slot,
+                                                 int group, bool is_value) {
+  return is_value ? l.value_params(kv_head, slot, group) : l.key_params(kv_head, slot, group);
+}
+
 // One token's keys or values of one KV head in one layer, by one warp: lane l holds channels
 // 4l..4l+3.
 __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateTask task,
@@ -147,10 +172,7 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   const int lanes_per_group = int(layout.group_size) / 4;
   const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
   const int slot = task.position % layout.page_size_tokens;
-  const std::byte* full =
-      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot));
-  const int32_t target = args.band ? ids.band : ids.quantized;
+  const std::byte* full = full_row(args, layer, ids, kv_head, slot, is_value);
   const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
   float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
                 __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
@@ -168,10 +190,8 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
                              ? lloyd_max_row(x, layout.param_format, args.q8_scales)
                              : choose_params(x, lo, hi, lanes_per_group, bits, ratio,
                                              args.clip_search, layout.param_format, args.q8_scales);
-  std::byte* page =
-      layer_quantized_pages(args, layer) + int64_t(target) * layout.quantized_page_bytes;
-  std::byte* codes =
-      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+  std::byte* page = quantized_page(args, layer, ids);
+  std::byte* codes = page + codes_offset(layout, kv_head, slot, is_value);
   int packed = 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i) packed |= quantize_code(x[i], p, bits) << (i * bits);
@@ -182,8 +202,7 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   }
   if (lane % lanes_per_group == 0) {
     const int group = lane / lanes_per_group;
-    const int64_t offset = is_value ? layout.value_params(kv_head, slot, group)
-                                    : layout.key_params(kv_head, slot, group);
+    const int64_t offset = params_offset(layout, kv_head, slot, group, is_value);
     store_params(p, layout.param_format, args.q8_scales, reinterpret_cast<uint8_t*>(page + offset));
   }
 }
@@ -194,20 +213,112 @@ __host__ __device__ bool keys_elsewhere(const KvMigrateArgs& args) {
   return args.layout.keys_per_channel || args.key_feedback != nullptr;
 }
 
-// One warp per (layer, token, KV head, keys or values).
-__global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
+// The step's (layer, token, KV head, keys or values) rows left to the kernels below (the band's
+// copies when args.band), `worker` of `workers` taking every workers-th: `row(layer, task,
+// kv_head, is_value)` for each.
+template <class Row>
+__device__ __forceinline__ void for_each_migrated_row(const KvMigrateArgs& args, int worker,
+                                                      int workers, const Row& row) {
   const bool skip_keys = keys_elsewhere(args), skip_values = args.value_feedback != nullptr;
   const int tasks = args.band ? args.counts->band_migrate_tasks : args.counts->migrate_tasks;
   const int units_per_layer = tasks * args.num_kv_heads * 2;
   const int units = units_per_layer * args.num_layers;
-  for (int global_unit = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32; global_unit < units;
-       global_unit += gridDim.x * kWarpsPerBlock) {
+  for (int global_unit = worker; global_unit < units; global_unit += workers) {
     const int layer = global_unit / units_per_layer, unit = global_unit % units_per_layer;
     const bool is_value = unit % 2 == 1;
     if (is_value ? skip_values : skip_keys) continue;
-    migrate_row(args, layer, args.tasks[unit / (2 * args.num_kv_heads)],
-                (unit / 2) % args.num_kv_heads, is_value);
+    row(layer, args.tasks[unit / (2 * args.num_kv_heads)], (unit / 2) % args.num_kv_heads,
+        is_value);
   }
+}
+
+// One warp a row.
+__global__ void migrate_tokens_kernel(const KvMigrateArgs args) {
+  for_each_migrated_row(args, int(blockIdx.x) * kWarpsPerBlock + int(threadIdx.x) / 32,
+                        int(gridDim.x) * kWarpsPerBlock,
+                        [&](int layer, const MigrateTask& task, int kv_head, bool is_value) {
+                          migrate_row(args, layer, task, kv_head, is_value);
+                        });
+}
+
+// Rows rounded to nearest with a clip ratio (the band's copies; the formats without error
+// feedback, clip search or the published quantizer), four lanes a row: lane q of the four holds
+// channels 32q..32q+31, within one group (groups are 32, 64 or 128 channels), and stores their
+// codes as one vector, aligned as the dequantization's chunks (dequantize_chunks.h). A warp a row
+// (migrate_row) kept each row's dependent steps (loads, reductions, parameters, stores) to one
+// row per warp at a time; here a warp has eight rows in flight.
+constexpr int kNearestRowLanes = 4;
+constexpr int kNearestLaneChannels = kHeadDim / kNearestRowLanes;
+constexpr int kNearestThreads = 128;
+constexpr int kNearestRowsPerBlock = kNearestThreads / kNearestRowLanes;
+constexpr int kMaxNearestBlocks = 8192;  // a grid-stride loop past them
+static_assert(kNearestLaneChannels == kDequantizeChunkChannels, "a lane's codes are one chunk's");
+
+bool nearest_rows(const KvMigrateArgs& args) {
+  return args.clip_mode == ClipMode::range_scale && !args.clip_search && !args.lloyd_max &&
+         (args.layout.bits == 2 || args.layout.bits == 4);
+}
+
+// One token's keys or values of one KV head, by its four lanes (`quarter`: 0..3; `mask`: the
+// four lanes').
+template <int kBits>
+__device__ void migrate_nearest_row(const KvMigrateArgs& args, int layer, const MigrateTask task,
+                                    int kv_head, bool is_value, int quarter, unsigned mask) {
+  const PageLayout& layout = args.layout;
+  const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
+  const int slot = task.position % layout.page_size_tokens;
+  const uint4* full =
+      reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value));
+  float x[kNearestLaneChannels];
+#pragma unroll
+  for (int v = 0; v < kNearestLaneChannels / 8; ++v) {
+    unpack_bf16x8(full[quarter * kNearestLaneChannels / 8 + v], x + 8 * v);
+  }
+  float lo = x[0], hi = x[0];
+#pragma unroll
+  for (int i = 1; i < kNearestLaneChannels; ++i) {
+    lo = fminf(lo, x[i]);
+    hi = fmaxf(hi, x[i]);
+  }
+  const int lanes_per_group = int(layout.group_size) / kNearestLaneChannels;
+  for (int offset = 1; offset < lanes_per_group; offset *= 2) {
+    lo = fminf(lo, __shfl_xor_sync(mask, lo, offset, kNearestRowLanes));
+    hi = fmaxf(hi, __shfl_xor_sync(mask, hi, offset, kNearestRowLanes));
+  }
+  const float ratio = is_value ? args.clip_ratio_v : args.clip_ratio_k;
+  const DeviceParams p =
+      params_for_range(lo * ratio, hi * ratio, kBits, layout.param_format, args.q8_scales);
+  uint32_t words[kBits] = {};
+#pragma unroll
+  for (int i = 0; i < kNearestLaneChannels; ++i) {
+    words[i * kBits / 32] |= uint32_t(quantize_code(x[i], p, kBits)) << (i * kBits % 32);
+  }
+  std::byte* page = quantized_page(args, layer, ids);
+  std::byte* codes = page + codes_offset(layout, kv_head, slot, is_value) +
+                     quarter * kNearestLaneChannels * kBits / 8;
+  if constexpr (kBits == 2) {
+    *reinterpret_cast<uint2*>(codes) = make_uint2(words[0], words[1]);
+  } else {
+    *reinterpret_cast<uint4*>(codes) = make_uint4(words[0], words[1], words[2], words[3]);
+  }
+  if (quarter % lanes_per_group == 0) {
+    const int group = quarter / lanes_per_group;
+    const int64_t offset = params_offset(layout, kv_head, slot, group, is_value);
+    store_params(p, layout.param_format, args.q8_scales, reinterpret_cast<uint8_t*>(page + offset));
+  }
+}
+
+// Four lanes a row.
+template <int kBits>
+__global__ void migrate_nearest_rows_kernel(const KvMigrateArgs args) {
+  const int quarter = int(threadIdx.x) % kNearestRowLanes;
+  const unsigned mask = 0xfu << (threadIdx.x % 32 / kNearestRowLanes * kNearestRowLanes);
+  for_each_migrated_row(
+      args, int(blockIdx.x) * kNearestRowsPerBlock + int(threadIdx.x) / kNearestRowLanes,
+      int(gridDim.x) * kNearestRowsPerBlock,
+      [&](int layer, const MigrateTask& task, int kv_head, bool is_value) {
+        migrate_nearest_row<kBits>(args, layer, task, kv_head, is_value, quarter, mask);
+      });
 }
 
 // Keys and values with error feedback: round_with_feedback (quant/error_feedback.cpp) mirrored
@@ -251,10 +362,8 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
   const int lanes_per_group = int(layout.group_size) / kChannelsPerLane;
   const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
   const int slot = task.position % layout.page_size_tokens;
-  const uint4 raw = reinterpret_cast<const uint4*>(
-      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-      (is_value ? layout.full_value_offset(kv_head, slot)
-                : layout.full_key_offset(kv_head, slot)))[r];
+  const uint4 raw =
+      reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value))[r];
   float running[kChannelsPerLane];
   unpack_bf16x8(raw, running);
   const int token_base = lane & ~(kLanesPerToken - 1);
@@ -302,10 +411,8 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
     }
   }
   if (!store) return;
-  std::byte* page =
-      layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
-  std::byte* codes =
-      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+  std::byte* page = quantized_page(args, layer, ids);
+  std::byte* codes = page + codes_offset(layout, kv_head, slot, is_value);
   if constexpr (kBits == 2) {
     reinterpret_cast<uint16_t*>(codes)[r] = uint16_t(packed);
   } else {
@@ -315,8 +422,7 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
     const int group = r / lanes_per_group;
     store_params(
         p, layout.param_format, args.q8_scales,
-        reinterpret_cast<uint8_t*>(page + (is_value ? layout.value_params(kv_head, slot, group)
-                                                    : layout.key_params(kv_head, slot, group))));
+        reinterpret_cast<uint8_t*>(page + params_offset(layout, kv_head, slot, group, is_value)));
   }
 }
 
@@ -434,9 +540,8 @@ __device__ void migrate_fed_back_thread_row(const KvMigrateArgs& args, int layer
   const PageLayout& layout = args.layout;
   const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
   const int slot = task.position % layout.page_size_tokens;
-  const uint4* raw = reinterpret_cast<const uint4*>(
-      layer_full_pages(args, layer) + int64_t(ids.full) * layout.full_page_bytes +
-      (is_value ? layout.full_value_offset(kv_head, slot) : layout.full_key_offset(kv_head, slot)));
+  const uint4* raw =
+      reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value));
   float running[kHeadDim];
 #pragma unroll
   for (int v = 0; v < kHeadDim / 8; ++v) unpack_bf16x8(raw[v], running + 8 * v);
@@ -474,16 +579,13 @@ __device__ void migrate_fed_back_thread_row(const KvMigrateArgs& args, int layer
       }
     }
   }
-  std::byte* page =
-      layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
-  std::byte* codes =
-      page + (is_value ? layout.value_codes(kv_head, slot) : layout.key_codes(kv_head, slot));
+  std::byte* page = quantized_page(args, layer, ids);
+  std::byte* codes = page + codes_offset(layout, kv_head, slot, is_value);
 #pragma unroll
   for (int g = 0; g < kGroups; ++g) {
     store_params(
         params[g], layout.param_format, args.q8_scales,
-        reinterpret_cast<uint8_t*>(page + (is_value ? layout.value_params(kv_head, slot, g)
-                                                    : layout.key_params(kv_head, slot, g))));
+        reinterpret_cast<uint8_t*>(page + params_offset(layout, kv_head, slot, g, is_value)));
   }
   // The segment's group: a static choice among the row's few parameters.
   auto group_params = [&](int segment) {
@@ -648,8 +750,7 @@ __global__ void migrate_key_groups_kernel(const KvMigrateArgs args) {
         }
       }
     }
-    std::byte* page =
-        layer_quantized_pages(args, layer) + int64_t(ids.quantized) * layout.quantized_page_bytes;
+    std::byte* page = quantized_page(args, layer, ids);
     store_params(p, layout.param_format, args.q8_scales,
                  reinterpret_cast<uint8_t*>(page + layout.key_params(kv_head, first_slot, c)));
     const int per_byte = 8 / bits;
@@ -683,9 +784,19 @@ void launch_kv_migrate(const KvMigrateArgs& args, int64_t max_tasks, int64_t max
   if (max_tasks > 0) {
     if (!keys_elsewhere(args) || args.value_feedback == nullptr) {
       const int64_t units = max_tasks * args.num_kv_heads * 2 * args.num_layers;
-      const int64_t blocks = std::min<int64_t>((units + kWarpsPerBlock - 1) / kWarpsPerBlock, 4096);
-      migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
-      check_launch("migrate_tokens_kernel");
+      if (nearest_rows(args)) {
+        const int64_t blocks = std::min<int64_t>(
+            (units + kNearestRowsPerBlock - 1) / kNearestRowsPerBlock, kMaxNearestBlocks);
+        const auto kernel =
+            args.layout.bits == 2 ? migrate_nearest_rows_kernel<2> : migrate_nearest_rows_kernel<4>;
+        kernel<<<unsigned(blocks), kNearestThreads, 0, stream>>>(args);
+        check_launch("migrate_nearest_rows_kernel");
+      } else {
+        const int64_t blocks =
+            std::min<int64_t>((units + kWarpsPerBlock - 1) / kWarpsPerBlock, 4096);
+        migrate_tokens_kernel<<<unsigned(blocks), 32 * kWarpsPerBlock, 0, stream>>>(args);
+        check_launch("migrate_tokens_kernel");
+      }
     }
     const unsigned kinds =
         unsigned(args.key_feedback != nullptr) + unsigned(args.value_feedback != nullptr);
