@@ -138,6 +138,18 @@ __device__ __forceinline__ std::byte* layer_quantized_pages(const KvMigrateArgs&
   return args.quantized_pages + layer * args.quantized_layer_bytes;
 }
 
+// A task's token: its pages and its slot in them.
+struct TokenSlot {
+  PageIds ids;
+  int slot;
+};
+__device__ __forceinline__ TokenSlot token_slot(const KvMigrateArgs& args,
+                                                const MigrateTask& task) {
+  const int64_t page_rows = args.layout.page_size_tokens;
+  return {args.page_table[task.page_table + task.position / page_rows],
+          int(task.position % page_rows)};
+}
+
 // A token's keys or values of one KV head in layer `layer`: its row of its full-precision page,
 // its quantized page (the band's copy with args.band), and where its codes and its group
 // parameters lie in that page.
@@ -170,8 +182,7 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   const int lane = threadIdx.x % 32;
   const int bits = layout.bits;
   const int lanes_per_group = int(layout.group_size) / 4;
-  const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
-  const int slot = task.position % layout.page_size_tokens;
+  const auto [ids, slot] = token_slot(args, task);
   const std::byte* full = full_row(args, layer, ids, kv_head, slot, is_value);
   const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
   float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
@@ -265,8 +276,7 @@ template <int kBits>
 __device__ void migrate_nearest_row(const KvMigrateArgs& args, int layer, const MigrateTask task,
                                     int kv_head, bool is_value, int quarter, unsigned mask) {
   const PageLayout& layout = args.layout;
-  const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
-  const int slot = task.position % layout.page_size_tokens;
+  const auto [ids, slot] = token_slot(args, task);
   const uint4* full =
       reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value));
   float x[kNearestLaneChannels];
@@ -360,8 +370,7 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
   const PageLayout& layout = args.layout;
   const int r = lane % kLanesPerToken;
   const int lanes_per_group = int(layout.group_size) / kChannelsPerLane;
-  const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
-  const int slot = task.position % layout.page_size_tokens;
+  const auto [ids, slot] = token_slot(args, task);
   const uint4 raw =
       reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value))[r];
   float running[kChannelsPerLane];
@@ -538,8 +547,7 @@ __device__ void migrate_fed_back_thread_row(const KvMigrateArgs& args, int layer
                                             const float* factor) {
   constexpr int kGroups = kHeadDim / kGroup;
   const PageLayout& layout = args.layout;
-  const PageIds ids = args.page_table[task.page_table + task.position / layout.page_size_tokens];
-  const int slot = task.position % layout.page_size_tokens;
+  const auto [ids, slot] = token_slot(args, task);
   const uint4* raw =
       reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value));
   float running[kHeadDim];
