@@ -150,15 +150,16 @@ __device__ __forceinline__ TokenSlot token_slot(const KvMigrateArgs& args,
           int(task.position % page_rows)};
 }
 
-// A token's keys or values of one KV head in layer `layer`: its row of its full-precision page,
-// its quantized page (the band's copy with args.band), and where its codes and its group
-// parameters lie in that page.
-__device__ __forceinline__ const std::byte* full_row(const KvMigrateArgs& args, int layer,
-                                                     const PageIds& ids, int kv_head, int slot,
-                                                     bool is_value) {
+// A token's keys or values of one KV head in layer `layer`: its row of its full-precision page (in
+// 16-byte vectors of eight bf16), its quantized page (the band's copy with args.band), and where
+// its codes and its group parameters lie in that page.
+__device__ __forceinline__ const uint4* full_row(const KvMigrateArgs& args, int layer,
+                                                 const PageIds& ids, int kv_head, int slot,
+                                                 bool is_value) {
   const PageLayout& l = args.layout;
-  return layer_full_pages(args, layer) + int64_t(ids.full) * l.full_page_bytes +
-         (is_value ? l.full_value_offset(kv_head, slot) : l.full_key_offset(kv_head, slot));
+  return reinterpret_cast<const uint4*>(
+      layer_full_pages(args, layer) + int64_t(ids.full) * l.full_page_bytes +
+      (is_value ? l.full_value_offset(kv_head, slot) : l.full_key_offset(kv_head, slot)));
 }
 __device__ __forceinline__ std::byte* quantized_page(const KvMigrateArgs& args, int layer,
                                                      const PageIds& ids) {
@@ -183,8 +184,8 @@ __device__ void migrate_row(const KvMigrateArgs& args, int layer, const MigrateT
   const int bits = layout.bits;
   const int lanes_per_group = int(layout.group_size) / 4;
   const auto [ids, slot] = token_slot(args, task);
-  const std::byte* full = full_row(args, layer, ids, kv_head, slot, is_value);
-  const uint2 raw = reinterpret_cast<const uint2*>(full)[lane];
+  const uint2 raw =
+      reinterpret_cast<const uint2*>(full_row(args, layer, ids, kv_head, slot, is_value))[lane];
   float x[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
                 __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
   // The published clipping clamps the row first, then takes plain min/max per group.
@@ -277,8 +278,7 @@ __device__ void migrate_nearest_row(const KvMigrateArgs& args, int layer, const 
                                     int kv_head, bool is_value, int quarter, unsigned mask) {
   const PageLayout& layout = args.layout;
   const auto [ids, slot] = token_slot(args, task);
-  const uint4* full =
-      reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value));
+  const uint4* full = full_row(args, layer, ids, kv_head, slot, is_value);
   float x[kNearestLaneChannels];
 #pragma unroll
   for (int v = 0; v < kNearestLaneChannels / 8; ++v) {
@@ -371,8 +371,7 @@ __device__ void migrate_fed_back_row(const KvMigrateArgs& args, int layer, const
   const int r = lane % kLanesPerToken;
   const int lanes_per_group = int(layout.group_size) / kChannelsPerLane;
   const auto [ids, slot] = token_slot(args, task);
-  const uint4 raw =
-      reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value))[r];
+  const uint4 raw = full_row(args, layer, ids, kv_head, slot, is_value)[r];
   float running[kChannelsPerLane];
   unpack_bf16x8(raw, running);
   const int token_base = lane & ~(kLanesPerToken - 1);
@@ -548,8 +547,7 @@ __device__ void migrate_fed_back_thread_row(const KvMigrateArgs& args, int layer
   constexpr int kGroups = kHeadDim / kGroup;
   const PageLayout& layout = args.layout;
   const auto [ids, slot] = token_slot(args, task);
-  const uint4* raw =
-      reinterpret_cast<const uint4*>(full_row(args, layer, ids, kv_head, slot, is_value));
+  const uint4* raw = full_row(args, layer, ids, kv_head, slot, is_value);
   float running[kHeadDim];
 #pragma unroll
   for (int v = 0; v < kHeadDim / 8; ++v) unpack_bf16x8(raw[v], running + 8 * v);
