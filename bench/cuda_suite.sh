@@ -20,7 +20,10 @@
 #   base-prefill: a before/after in one call: the commit staged here by scripts/device/stage-base.sh
 #                 (carry .device) built as this tree with its files put back, then oscar bench prefill
 #                 of it and of this tree in turn, twice (PREFILL_MODEL, PREFILL_KV, PREFILL_REPEATS as
-#                 above; PREFILL_LENS default 4096,8192,32768), JSON prefill-{base,new}-{1,2}.json
+#                 above; PREFILL_LENS default 4096,8192,32768), JSON prefill-{base,new}-{1,2}.json;
+#                 with AB_ATTENTION_LENS also bench prefill-attention of each build after its
+#                 prefill, at those lengths (PREFILL_KV's dtypes), its JSON in logs.tgz as
+#                 prefill-attention-{base,new}-{1,2}.json
 #   chunk-ab:     oscar bench prefill with the default chunk (8448, whole waves of attention blocks)
 #                 and with CHUNK_AB (default 8192, the default before it) in turn, twice,
 #                 PREFILL_LENS (default 32768,100000), PREFILL_KV as above, one timed run each,
@@ -153,6 +156,12 @@ for stage in "$@"; do
             --prompt-lens "${PREFILL_LENS:-4096,8192,32768}" --kv-dtypes "${PREFILL_KV:-bf16,int2}" \
             --repeats "${PREFILL_REPEATS:-3}" --json "$out/prefill-$side-$round.json" 2>&1 \
             | tee "$logs/prefill-$side-$round.log"
+          if [[ -n ${AB_ATTENTION_LENS:-} ]]; then
+            stdbuf -oL "$binary" bench prefill-attention --prompt-lens "$AB_ATTENTION_LENS" \
+              --kv-dtypes "${PREFILL_KV:-bf16,int2}" --iterations 2 \
+              --json "$logs/prefill-attention-$side-$round.json" 2>&1 \
+              | tee "$logs/prefill-attention-$side-$round.log"
+          fi
         done
       done ;;
     chunk-ab)
