@@ -7,10 +7,10 @@
 // backend's phase timing (set_forward_phase_timing) the shares of the GPU time spent in attention
 // and in the linear layers and their TFLOP/s alone (the JSON rows add the KV write's time and, of
 // it and of attention, the INT2 cache's quantization and dequantization, each timed run's wall
-// time, and the phase-timed run's own); the whole prefill's TFLOP/s are issue 40's count over the
-// TTFT (bench_prefill_rows.h). With -tp N the ranks are threads, one GPU each, as in bench
-// decode-step. bench/prefill_peer.py times transformers and torch's SDPA on the same weights, which
-// --weight-checksums lets it check.
+// time and GPU time, and the phase-timed run's wall time); the whole prefill's TFLOP/s are issue
+// 40's count over the TTFT (bench_prefill_rows.h). With -tp N the ranks are threads, one GPU each,
+// as in bench decode-step. bench/prefill_peer.py times transformers and torch's SDPA on the same
+// weights, which --weight-checksums lets it check.
 // --decode-batch N puts one token of each of N other sequences, at --decode-context tokens of
 // noise-filled pages and growing by one a step, into every step of the prompt, as `oscar serve`
 // runs its decodes beside a chunk: the lone and the mixed rows compare what the decodes cost.
@@ -84,12 +84,12 @@ int64_t bytes_besides_pages(const ModelConfig& c, int64_t chunk_tokens) {
   return weights + activations + (int64_t(6) << 30);
 }
 
-// One prefill of `prompt` beside `decodes`; with the phase timing on, `phases` sums its steps'
-// phase times.
+// One prefill of `prompt` beside `decodes`, its wall time returned; its steps' GPU times, as
+// `timing` has them recorded, summed into `gpu`.
 double prefill_seconds(Backend& backend, const std::vector<int32_t>& prompt,
                        const SchedulerOptions& schedule, const DecodeRows& decodes,
-                       ForwardPhaseTimes* phases, int64_t* chunks) {
-  set_forward_phase_timing(backend, phases != nullptr);
+                       PhaseTiming timing, ForwardPhaseTimes& gpu, int64_t* chunks) {
+  set_forward_phase_timing(backend, timing);
   KvPagePools pools(backend.kv_capacity());
   StepLogits logits;
   const auto start = std::chrono::steady_clock::now();
@@ -97,11 +97,11 @@ double prefill_seconds(Backend& backend, const std::vector<int32_t>& prompt,
       prefill_beside_decodes(prompt, schedule, backend.kv_config(), pools, decodes,
                              [&](std::span<const SequenceStep> steps) {
                                backend.forward(steps, logits);
-                               if (phases != nullptr) *phases += forward_phase_times(backend);
+                               gpu += forward_phase_times(backend);
                              });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  set_forward_phase_timing(backend, false);
+  set_forward_phase_timing(backend, PhaseTiming::off);
   // A broken kernel shows here rather than as a fast time: a row for each decode and the prompt.
   require(
       logits.rows == decodes.batch + 1 && std::all_of(logits.values.begin(), logits.values.end(),
@@ -119,14 +119,18 @@ PrefillTimes time_prefill(Backend& backend, int64_t prompt_tokens, const Schedul
   std::uniform_int_distribution<int32_t> token(0, int32_t(backend.model_config().vocab_size - 1));
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens));
   for (int32_t& id : prompt) id = token(rng);
-  prefill_seconds(backend, prompt, schedule, decodes, nullptr, chunks);  // warm-up
-  std::vector<double> seconds;
-  for (int r = 0; r < repeats; ++r)
-    seconds.push_back(prefill_seconds(backend, prompt, schedule, decodes, nullptr, chunks));
-  ForwardPhaseTimes phases;
+  ForwardPhaseTimes warm_up;
+  prefill_seconds(backend, prompt, schedule, decodes, PhaseTiming::off, warm_up, chunks);
   PrefillTimes times;
-  times.phase_run = prefill_seconds(backend, prompt, schedule, decodes, &phases, chunks);
-  times.runs = seconds;
+  for (int r = 0; r < repeats; ++r) {
+    ForwardPhaseTimes run;
+    times.runs.push_back(
+        prefill_seconds(backend, prompt, schedule, decodes, PhaseTiming::total, run, chunks));
+    times.gpu_runs.push_back(run.total_ms / 1e3);
+  }
+  ForwardPhaseTimes phases;
+  times.phase_run =
+      prefill_seconds(backend, prompt, schedule, decodes, PhaseTiming::phases, phases, chunks);
   times.gpu = phases.total_ms / 1e3;
   times.attention = phases.attention_ms / 1e3;
   times.linear = phases.linear_ms / 1e3;

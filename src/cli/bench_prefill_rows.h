@@ -36,13 +36,16 @@ struct PrefillWork {
 };
 PrefillWork prefill_work(const ModelConfig& config, int64_t prompt_tokens, int64_t logit_rows);
 
-// A prompt's prefill times in seconds: the wall time of the runs without phase timing (their
-// median is the TTFT), and the GPU time of one more run's steps and their phases
-// (ForwardPhaseTimes summed over its chunks).
+// A prompt's prefill times in seconds: the wall time of the runs timed by their total alone (their
+// median is the TTFT) and that total, and the GPU time of one more run's steps and their
+// phases (ForwardPhaseTimes summed over its chunks).
 struct PrefillTimes {
   // Each run's first chunk's forward called to its last chunk's logits on the host.
   std::vector<double> runs;
   double ttft() const { return median(runs); }
+  // The same runs' GPU time, each step's first launch to its last (PhaseTiming::total): where a
+  // run is slower than the others, whether the GPU or the host took the time.
+  std::vector<double> gpu_runs;
   // The wall time of the run whose phases are timed: against gpu, the host's share of that run,
   // where against ttft it would mix in how runs differ.
   double phase_run = 0;

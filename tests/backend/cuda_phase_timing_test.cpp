@@ -1,6 +1,7 @@
 // The CUDA backend's per-phase GPU timing (set_forward_phase_timing), which `oscar bench prefill`
 // reads: off by default, the phases of a timed prefill step positive and within the step's
-// total, a decode step replayed from a CUDA graph not timed. Skips without a GPU.
+// total, the total alone when only it is asked for, a decode step replayed from a CUDA graph not
+// timed. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #ifdef OSCAR_HAVE_CUDA
@@ -43,7 +44,7 @@ TEST(CudaPhaseTiming, TimedPrefillPhasesLieWithinTheStepAndGraphsAreNotTimed) {
   EXPECT_EQ(untimed.total_ms, 0);
   EXPECT_EQ(untimed.linear_ms, 0);
 
-  set_forward_phase_timing(*backend, true);
+  set_forward_phase_timing(*backend, PhaseTiming::phases);
   const ForwardPhaseTimes prefill =
       run_step(*backend, pools, pages, 256);  // tokens leave the window
   EXPECT_GT(prefill.attention_ms, 0);
@@ -61,11 +62,18 @@ TEST(CudaPhaseTiming, TimedPrefillPhasesLieWithinTheStepAndGraphsAreNotTimed) {
     const ForwardPhaseTimes decode = run_step(*backend, pools, pages, 1);
     EXPECT_EQ(decode.total_ms, 0) << "decode step " << i;
   }
-  set_forward_phase_timing(*backend, false);
+  // The total alone: one pair of events around the step.
+  set_forward_phase_timing(*backend, PhaseTiming::total);
+  const ForwardPhaseTimes total = run_step(*backend, pools, pages, 64);
+  EXPECT_GT(total.total_ms, 0);
+  EXPECT_EQ(total.attention_ms + total.kv_write_ms + total.linear_ms + total.kv_quantize_ms +
+                total.dequantize_ms,
+            0);
+  set_forward_phase_timing(*backend, PhaseTiming::off);
   EXPECT_EQ(run_step(*backend, pools, pages, 64).total_ms, 0);
   BackendOptions cpu;
   cpu.capacity = {16, 0, 0};
-  EXPECT_THROW(set_forward_phase_timing(*make_backend(weights, cpu), true), Error);
+  EXPECT_THROW(set_forward_phase_timing(*make_backend(weights, cpu), PhaseTiming::phases), Error);
 }
 
 }  // namespace

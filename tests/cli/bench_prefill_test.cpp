@@ -42,6 +42,7 @@ TEST(BenchPrefill, RowsDivideTheWorkByEachPhasesTime) {
   const PrefillRowKey key{"GPU", "qwen3-8b", kv, 16384, 8192, 2, 3, 2};
   PrefillTimes times;
   times.runs = {2.1, 2.0, 1.9};  // TTFT 2.0, their median
+  times.gpu_runs = {1.65, 1.6, 1.55};
   times.phase_run = 1.7;
   times.gpu = 1.6;
   times.attention = 0.4;
@@ -65,6 +66,7 @@ TEST(BenchPrefill, RowsDivideTheWorkByEachPhasesTime) {
   EXPECT_DOUBLE_EQ(row["kv_quantize_s"].get<double>(), 0.06);
   EXPECT_DOUBLE_EQ(row["dequantize_s"].get<double>(), 0.03);
   EXPECT_EQ(row["ttft_runs_s"].get<std::vector<double>>(), times.runs);
+  EXPECT_EQ(row["gpu_runs_s"].get<std::vector<double>>(), times.gpu_runs);
   EXPECT_DOUBLE_EQ(row["phase_run_s"].get<double>(), 1.7);
   // Split over GPUs, the work stays the whole model's (the TFLOP/s of the GPUs together).
   EXPECT_DOUBLE_EQ(row["tflops"].get<double>(), work.total() / 2.0 / 1e12);

@@ -115,7 +115,7 @@ class CudaBackend final : public Backend {
                ActivationObserver* observer) override;
 
   void fill_kv_with_noise(uint64_t seed);
-  void set_phase_timing(bool enabled) { phases_.set_enabled(enabled); }
+  void set_phase_timing(PhaseTiming timing) { phases_.set_timing(timing); }
   const ForwardPhaseTimes& phase_times() const { return phases_.times(); }
 
  private:
@@ -630,8 +630,8 @@ void fill_kv_cache_with_noise(Backend& backend, uint64_t seed) {
   as_cuda_backend(backend, "fill_kv_cache_with_noise").fill_kv_with_noise(seed);
 }
 
-void set_forward_phase_timing(Backend& backend, bool enabled) {
-  as_cuda_backend(backend, "set_forward_phase_timing").set_phase_timing(enabled);
+void set_forward_phase_timing(Backend& backend, PhaseTiming timing) {
+  as_cuda_backend(backend, "set_forward_phase_timing").set_phase_timing(timing);
 }
 
 ForwardPhaseTimes forward_phase_times(const Backend& backend) {

@@ -55,11 +55,15 @@ struct ForwardPhaseTimes {
   }
 };
 
-// Benchmarks only: times the phases of each later forward of a CUDA backend (off by default, and
-// free when off). A decode step replayed from a CUDA graph is not timed. Throws when `backend` is
-// not a CUDA backend.
-void set_forward_phase_timing(Backend& backend, bool enabled);
-// The phases of the last forward (zeros when it was not timed).
+// What set_forward_phase_timing records of each forward: nothing, its total alone (one pair of
+// events, so that a run's GPU time can be told from its wall time at no cost to either), or every
+// phase.
+enum class PhaseTiming { off, total, phases };
+// Benchmarks only: times each later forward of a CUDA backend (off by default, and free when off).
+// A decode step replayed from a CUDA graph is not timed. Throws when `backend` is not a CUDA
+// backend.
+void set_forward_phase_timing(Backend& backend, PhaseTiming timing);
+// The phases of the last forward (zeros for those not timed).
 ForwardPhaseTimes forward_phase_times(const Backend& backend);
 
 }  // namespace oscar

@@ -14,7 +14,7 @@ PhaseTimer::~PhaseTimer() {
 }
 
 void PhaseTimer::start(bool timed) {
-  active_ = enabled_ && timed;
+  active_ = timing_ != PhaseTiming::off && timed;
   used_ = 0;
   times_ = {};
 }

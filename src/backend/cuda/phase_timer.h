@@ -1,8 +1,9 @@
 #pragma once
 // GPU time of a forward's phases (the benchmarks' profile): a pair of CUDA events around each
 // launch sequence of a phase, recorded on the backend's stream, and after the step's
-// synchronization the elapsed times summed per phase. Off by default; off, begin() and end() only
-// test a flag. Never used while a decode step is captured into a graph (start(false)).
+// synchronization the elapsed times summed per phase (or the total's pair alone, PhaseTiming).
+// Off by default; off, begin() and end() only test a flag. Never used while a decode step is
+// captured into a graph (start(false)).
 #include <cuda_runtime.h>
 
 #include <vector>
@@ -22,12 +23,13 @@ class PhaseTimer {
   PhaseTimer& operator=(const PhaseTimer&) = delete;
   ~PhaseTimer();
 
-  void set_enabled(bool enabled) { enabled_ = enabled; }
-  // A forward begins: its intervals are recorded when enabled and `timed`.
+  void set_timing(PhaseTiming timing) { timing_ = timing; }
+  // A forward begins: its intervals are recorded when timing is on and `timed`.
   void start(bool timed);
   // Opens an interval of `phase` on `stream`; returns the handle end() takes (-1: not timing).
   int begin(ForwardPhase phase, cudaStream_t stream) {
-    return active_ ? record_start(phase, stream) : -1;
+    const bool timed = active_ && (timing_ == PhaseTiming::phases || phase == ForwardPhase::total);
+    return timed ? record_start(phase, stream) : -1;
   }
   void end(int interval, cudaStream_t stream) {
     if (interval >= 0) record_stop(interval, stream);
@@ -48,7 +50,7 @@ class PhaseTimer {
   };
   std::vector<Interval> intervals_;  // events made as needed, reused by every forward
   size_t used_ = 0;                  // intervals of this forward
-  bool enabled_ = false;
+  PhaseTiming timing_ = PhaseTiming::off;
   bool active_ = false;
   ForwardPhaseTimes times_;
 };
