@@ -56,8 +56,7 @@ struct ForwardPhaseTimes {
 };
 
 // What set_forward_phase_timing records of each forward: nothing, its total alone (one pair of
-// events, so that a run's GPU time can be told from its wall time at no cost to either), or every
-// phase.
+// events, so that a timed run's GPU time can be told from its wall time), or every phase.
 enum class PhaseTiming { off, total, phases };
 // Benchmarks only: times each later forward of a CUDA backend (off by default, and free when off).
 // A decode step replayed from a CUDA graph is not timed. Throws when `backend` is not a CUDA
