@@ -303,14 +303,14 @@ __device__ void migrate_nearest_row(const KvMigrateArgs& args, int layer, const 
   for (int i = 0; i < kNearestLaneChannels; ++i) {
     words[i * kBits / 32] |= uint32_t(quantize_code(x[i], p, kBits)) << (i * kBits % 32);
   }
+  // Stored as kv_dequantize.cu loads them: chunk `quarter` of the row, one vector.
+  using Vector = typename ChunkCodes<kBits>::Vector;
+  Vector vector;
+  memcpy(&vector, words, sizeof(vector));
   std::byte* page = quantized_page(args, layer, ids);
-  std::byte* codes = page + codes_offset(layout, kv_head, slot, is_value) +
-                     quarter * kNearestLaneChannels * kBits / 8;
-  if constexpr (kBits == 2) {
-    *reinterpret_cast<uint2*>(codes) = make_uint2(words[0], words[1]);
-  } else {
-    *reinterpret_cast<uint4*>(codes) = make_uint4(words[0], words[1], words[2], words[3]);
-  }
+  std::byte* codes =
+      page + codes_offset(layout, kv_head, slot, is_value) + quarter * int(sizeof(vector));
+  *reinterpret_cast<Vector*>(codes) = vector;
   if (quarter % lanes_per_group == 0) {
     const int group = quarter / lanes_per_group;
     const int64_t offset = params_offset(layout, kv_head, slot, group, is_value);
